@@ -1,0 +1,24 @@
+-- Repeatable: applied after every migration run (server mode only), so that tables added by
+-- later migrations are covered. The service connects as teamlog_app: a non-owner role that
+-- may only INSERT and SELECT the audit tables. Roles are cluster-wide, so creating it must
+-- tolerate another database (or instance) creating it at the same moment.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'teamlog_app') THEN
+    CREATE ROLE teamlog_app NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+  END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+  NULL;
+END
+$$;
+
+GRANT USAGE ON SCHEMA public TO teamlog_app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO teamlog_app;
+GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO teamlog_app;
+
+-- Append-only evidence: no UPDATE, DELETE or TRUNCATE, whatever the triggers say.
+REVOKE UPDATE, DELETE, TRUNCATE ON audit_log FROM teamlog_app;
+-- Erasing personal data is an operator's act (teamlog audit redact), not the service's.
+REVOKE UPDATE, DELETE, TRUNCATE ON audit_personal_data FROM teamlog_app;
+-- The schema is the owner's business.
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON schema_migrations FROM teamlog_app;

@@ -1,0 +1,96 @@
+// buildApp(): plugins, then modules, in one visible order.
+import Fastify, { type FastifyBaseLogger } from 'fastify';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { trustedNetworks } from './config.js';
+import type { Deps } from './deps.js';
+import { API_PREFIX, registerConventions, requestId, rewriteUrl } from './http/conventions.js';
+import { registerErrorHandler } from './http/error-handler.js';
+import { AppError } from './http/errors.js';
+import { registerIdempotency } from './http/idempotency.js';
+import { auditRoutes } from './modules/audit/audit.routes.js';
+import { authRoutes } from './modules/auth/auth.routes.js';
+import { profileRoutes } from './modules/users/profile.routes.js';
+import { usersRoutes } from './modules/users/users.routes.js';
+import { registerHealth } from './ops/health.js';
+import { registerMetrics } from './ops/metrics.js';
+import type { Services } from './services.js';
+
+export const BODY_LIMIT = 1024 * 1024;
+
+export async function buildApp(deps: Deps, services: Services) {
+  const { config, db } = deps;
+  const app = Fastify({
+    loggerInstance: deps.log as FastifyBaseLogger,
+    genReqId: requestId,
+    requestIdHeader: false,
+    rewriteUrl: (req) => rewriteUrl(req.url ?? '/'),
+    bodyLimit: BODY_LIMIT,
+    trustProxy: trustedNetworks(config.trustProxy),
+    return503OnClosing: true,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  registerErrorHandler(app);
+  registerConventions(app);
+
+  // JSON bodies: an empty body is "no body" (e.g. POST /auth/logout), malformed JSON is 400.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
+    if (body === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(body as string));
+    } catch {
+      done(new AppError(400, 'MALFORMED_JSON', 'The body is not valid JSON'), undefined);
+    }
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Teamlog API',
+        version: '1',
+        description:
+          'Users, projects, tasks, posts, messages and notifications, with an append-only audit log. ' +
+          'Errors are RFC 9457 problem+json with a stable `code`. Lists are cursor-paginated (`limit` 1..100, default 20; ' +
+          '`next_cursor` and a `Link: rel="next"` header). Authenticated GETs carry an ETag and answer 304 to a matching ' +
+          'If-None-Match; PUTs accept If-Match (412 when stale); POSTs accept Idempotency-Key (24 h). `/api/<rest>` is an ' +
+          'alias of `/api/v1/<rest>`. Unknown body or query fields are rejected with 400.',
+      },
+      servers: [{ url: '/' }],
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+    },
+  });
+
+  registerMetrics(app, db);
+  registerHealth(app, db);
+
+  // Authentication: every /api route needs a valid, unrevoked session unless it says it is public.
+  app.decorateRequest('actor', undefined);
+  app.addHook('onRequest', async (request) => {
+    if (request.is404 || !request.url.startsWith(`${API_PREFIX}/`) || request.routeOptions.config.public) return;
+    request.actor = await services.auth.authenticate(request.headers.authorization);
+  });
+  registerIdempotency(app, db);
+
+  await app.register(
+    async (api) => {
+      await api.register(authRoutes, { auth: services.auth });
+      await api.register(usersRoutes, { users: services.users });
+      await api.register(profileRoutes, { users: services.users, db });
+      await api.register(auditRoutes, { db });
+      api.get('/openapi.json', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
+        reply.header('cache-control', 'public, max-age=300');
+        return app.swagger();
+      });
+    },
+    { prefix: API_PREFIX },
+  );
+
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: `${API_PREFIX}/openapi.json` } as never });
+  return app;
+}
+
+export type App = Awaited<ReturnType<typeof buildApp>>;

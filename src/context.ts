@@ -1,0 +1,22 @@
+// Who is calling and from where: everything an audit record needs about the request, and
+// nothing HTTP-specific, so that a route, a socket event and the CLI build the same thing.
+
+export type UserRole = 'USER' | 'ADMIN';
+
+export interface Actor {
+  id: number;
+  role: UserRole;
+  email: string;
+  name: string;
+  sessionId: number;
+}
+
+export interface RequestContext {
+  actor: Actor | undefined;
+  /** The client's address: a forwarded one only when the peer is in TRUST_PROXY; null for the CLI. */
+  ip: string | null;
+  userAgent: string | null;
+  requestId: string;
+}
+
+export const isAdmin = (actor: Actor | undefined): boolean => actor?.role === 'ADMIN';

@@ -1,0 +1,60 @@
+import { mkdirSync } from 'node:fs';
+import { PGlite, types } from '@electric-sql/pglite';
+import type { Database, Tx } from './database.js';
+import { runTransaction } from './database.js';
+
+/**
+ * PGlite has exactly one connection. A transaction holds it from BEGIN to COMMIT, so every
+ * statement (inside a transaction or not) waits its turn on this mutex; without it two
+ * requests would interleave their statements inside each other's transactions.
+ */
+class Mutex {
+  private tail: Promise<void> = Promise.resolve();
+  waiting = 0;
+  held = false;
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    const previous = this.tail;
+    let release!: () => void;
+    this.tail = new Promise<void>((resolve) => (release = resolve));
+    this.waiting++;
+    await previous;
+    this.waiting--;
+    this.held = true;
+    try {
+      return await fn();
+    } finally {
+      this.held = false;
+      release();
+    }
+  }
+}
+
+/** dataDir undefined = in memory (tests). */
+export async function createPgliteDatabase(dataDir: string | undefined, onError: (err: unknown) => void): Promise<Database> {
+  if (dataDir) mkdirSync(dataDir, { recursive: true });
+  const pg = new PGlite({
+    dataDir,
+    parsers: { [types.INT8]: (v: string) => Number(v) },
+  });
+  await pg.waitReady;
+  const mutex = new Mutex();
+  const direct = {
+    query: async <R>(sql: string, params?: readonly unknown[]) =>
+      (await pg.query<R>(sql, params as unknown[] | undefined)).rows,
+  };
+  let closed = false;
+
+  return {
+    kind: 'pglite',
+    query: <R>(sql: string, params?: readonly unknown[]) => mutex.run(() => direct.query<R>(sql, params)),
+    transaction: <T>(fn: (tx: Tx) => Promise<T>) => mutex.run(() => runTransaction(direct, fn, onError)),
+    exec: (sql: string) => mutex.run(async () => void (await pg.exec(sql))),
+    poolStats: () => ({ total: 1, idle: mutex.held ? 0 : 1, waiting: mutex.waiting }),
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await mutex.run(() => pg.close());
+    },
+  };
+}

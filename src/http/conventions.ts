@@ -1,0 +1,101 @@
+// HTTP conventions of API.md section 1 that apply to every response: request ids, the API
+// version, content negotiation, Cache-Control, ETag/304, and 404 vs 405 for unknown routes.
+import { createHash, randomUUID } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { AppError } from './errors.js';
+import { sendProblem } from './error-handler.js';
+
+export const API_PREFIX = '/api/v1';
+
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
+
+/** Takes the caller's X-Request-Id when it is sane, so their logs and ours line up. */
+export function requestId(req: { headers: Record<string, string | string[] | undefined> }): string {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+/** `/api/<rest>` is served as the current version, `/api/v1/<rest>`. */
+export function rewriteUrl(url: string): string {
+  if (url.startsWith('/api/') && !url.startsWith('/api/v1/') && !url.startsWith('/api/v1?')) {
+    return API_PREFIX + url.slice(4);
+  }
+  if (url === '/api' || url.startsWith('/api?')) return API_PREFIX + url.slice(4);
+  return url;
+}
+
+function acceptsJson(accept: string | undefined): boolean {
+  if (!accept) return true;
+  return accept.split(',').some((part) => {
+    const [type = '', ...params] = part.trim().toLowerCase().split(';');
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    if (q && Number(q.slice(2)) === 0) return false;
+    return ['*/*', 'application/*', 'application/json', 'application/problem+json'].includes(type.trim());
+  });
+}
+
+/** Weak comparison (RFC 9110 8.8.3.2) of If-None-Match against an ETag. */
+export function etagMatches(header: string | undefined, etag: string): boolean {
+  if (!header) return false;
+  if (header.trim() === '*') return true;
+  const bare = (t: string) => t.trim().replace(/^W\//, '');
+  return header.split(',').some((t) => bare(t) === bare(etag));
+}
+
+export function registerConventions(app: FastifyInstance): void {
+  // Route patterns by method, for telling 405 (path exists, other method) from 404.
+  const routes: Array<{ re: RegExp; methods: Set<string> }> = [];
+  app.addHook('onRoute', (route) => {
+    const pattern = route.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z_]+/g, '[^/]+');
+    const re = new RegExp(`^${pattern}/?$`);
+    const methods = ([] as string[]).concat(route.method);
+    const existing = routes.find((r) => r.re.source === re.source);
+    if (existing) methods.forEach((m) => existing.methods.add(m));
+    else routes.push({ re, methods: new Set(methods) });
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('api-version', '1');
+    reply.header('x-request-id', request.id);
+    if (request.url.startsWith('/api/') && !acceptsJson(request.headers.accept)) {
+      throw new AppError(406, 'NOT_ACCEPTABLE', 'This API answers with application/json only');
+    }
+  });
+
+  app.addHook('onSend', async (request, reply, payload) => {
+    const status = reply.statusCode;
+    const isRead = request.method === 'GET' || request.method === 'HEAD';
+    if (!reply.hasHeader('cache-control')) {
+      const cacheable = isRead && status < 300 && request.url.startsWith(API_PREFIX) && !request.url.startsWith(`${API_PREFIX}/auth/`);
+      reply.header('cache-control', cacheable ? 'private, no-cache' : 'no-store');
+    }
+    if (!isRead || status !== 200) return payload;
+    if (!reply.hasHeader('etag') && typeof payload === 'string' && request.url.startsWith(API_PREFIX)) {
+      // A list's (or any unversioned body's) ETag is a hash of the body.
+      reply.header('etag', `"${createHash('sha1').update(payload).digest('base64url')}"`);
+    }
+    const etag = reply.getHeader('etag');
+    if (typeof etag === 'string' && etagMatches(request.headers['if-none-match'], etag)) {
+      reply.code(304);
+      reply.removeHeader('content-type');
+      reply.removeHeader('content-length');
+      return '';
+    }
+    return payload;
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '';
+    const allowed = routes.filter((r) => r.re.test(path)).flatMap((r) => [...r.methods]);
+    if (allowed.length > 0) {
+      const allow = [...new Set(allowed)].sort().join(', ');
+      reply.header('allow', allow);
+      return sendProblem(request, reply, new AppError(405, 'METHOD_NOT_ALLOWED', `${request.method} is not allowed here; use ${allow}`));
+    }
+    return sendProblem(request, reply, new AppError(404, 'NOT_FOUND', `No route ${request.method} ${path}`));
+  });
+}
+
+export function requestPath(request: FastifyRequest): string {
+  return request.url.split('?')[0] ?? request.url;
+}

@@ -1,0 +1,124 @@
+// The one place that turns any error into RFC 9457 problem+json. A 5xx body never carries a
+// stack trace, SQL or driver message; the log keeps them, tied to the request id.
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isUnavailableError, pgErrorCode } from '../db/database.js';
+import { AppError, TITLES, unavailable, type FieldError } from './errors.js';
+
+const PROBLEM_TYPES: Record<string, string> = {
+  VALIDATION_FAILED: '/problems/validation',
+  MALFORMED_JSON: '/problems/malformed-json',
+};
+
+export function problemType(code: string): string {
+  return PROBLEM_TYPES[code] ?? `/problems/${code.toLowerCase().replace(/_/g, '-')}`;
+}
+
+export function sendProblem(request: FastifyRequest, reply: FastifyReply, err: AppError): FastifyReply {
+  for (const [name, value] of Object.entries(err.extras.headers ?? {})) reply.header(name, value);
+  const body: Record<string, unknown> = {
+    type: problemType(err.code),
+    title: TITLES[err.status] ?? 'Error',
+    status: err.status,
+    detail: err.detail,
+    code: err.code,
+    instance: request.url.split('?')[0],
+    request_id: request.id,
+    ...(err.extras.errors ? { errors: err.extras.errors } : {}),
+    ...err.extras.members,
+  };
+  return reply
+    .code(err.status)
+    .header('content-type', 'application/problem+json; charset=utf-8')
+    .header('cache-control', 'no-store')
+    .serializer(JSON.stringify)
+    .send(body);
+}
+
+const PART_NAMES: Record<string, FieldError['in']> = { body: 'body', querystring: 'query', params: 'path', headers: 'header' };
+
+interface AjvIssue {
+  instancePath?: string;
+  keyword?: string;
+  message?: string;
+  params?: Record<string, unknown>;
+}
+
+function describe(issue: AjvIssue): { field: string; message: string } {
+  let field = issue.instancePath ?? '';
+  let message = issue.message ?? 'is invalid';
+  const p = issue.params ?? {};
+  switch (issue.keyword) {
+    case 'required':
+      field += `/${String(p.missingProperty)}`;
+      message = 'is required';
+      break;
+    case 'additionalProperties':
+      field += `/${String(p.additionalProperty)}`;
+      message = 'is not allowed';
+      break;
+    case 'maxLength':
+      message = `must have at most ${String(p.limit)} characters`;
+      break;
+    case 'minLength':
+      message = p.limit === 1 ? 'must not be empty' : `must have at least ${String(p.limit)} characters`;
+      break;
+    case 'pattern':
+      message = 'must not be blank or contain NUL characters';
+      break;
+  }
+  return { field: field || '/', message };
+}
+
+/** Maps a Fastify validation failure to our VALIDATION_FAILED problem. */
+function validationError(err: FastifyError): AppError {
+  const where = PART_NAMES[err.validationContext ?? 'body'] ?? 'body';
+  const errors = (err.validation as AjvIssue[]).map((issue) => ({ ...describe(issue), in: where }));
+  const first = errors[0]!;
+  const prefix = where === 'body' ? '' : `${where} parameter `;
+  return new AppError(400, 'VALIDATION_FAILED', `${prefix}${first.field.replace(/^\//, '') || 'value'} ${first.message}`, { errors });
+}
+
+const FASTIFY_CODES: Record<string, [number, string, string]> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'UNSUPPORTED_MEDIA_TYPE', 'Send the body as application/json'],
+  FST_ERR_CTP_INVALID_TYPE: [415, 'UNSUPPORTED_MEDIA_TYPE', 'Send the body as application/json'],
+  FST_ERR_CTP_BODY_TOO_LARGE: [413, 'PAYLOAD_TOO_LARGE', 'The body is larger than 1 MiB'],
+  FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'MALFORMED_JSON', 'The body is empty but the content type is application/json'],
+  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'MALFORMED_JSON', 'The body is not valid JSON'],
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'VALIDATION_FAILED', 'Content-Length does not match the body'],
+  FST_ERR_BAD_URL: [400, 'VALIDATION_FAILED', 'The URL is malformed'],
+  FST_ERR_ASYNC_CONSTRAINT: [400, 'VALIDATION_FAILED', 'The request is malformed'],
+};
+
+/** Driver errors that mean the input could not be represented, not that the code is wrong. */
+const INPUT_PG_CODES = new Set(['22P05', '22021', '22003', '22P02', '22007', '22008', '54000']);
+
+export function toAppError(err: unknown): AppError | undefined {
+  if (err instanceof AppError) return err;
+  const e = err as FastifyError;
+  if (e && e.validation) return validationError(e);
+  if (e && typeof e.code === 'string' && FASTIFY_CODES[e.code]) {
+    const [status, code, detail] = FASTIFY_CODES[e.code]!;
+    return new AppError(status, code, detail);
+  }
+  if (e instanceof SyntaxError && e.statusCode === 400) return new AppError(400, 'MALFORMED_JSON', 'The body is not valid JSON');
+  if (isUnavailableError(err)) return unavailable();
+  const pgCode = pgErrorCode(err);
+  if (pgCode && INPUT_PG_CODES.has(pgCode)) return new AppError(400, 'VALIDATION_FAILED', 'A value in the request cannot be stored');
+  if (e && typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+    return new AppError(e.statusCode, e.statusCode === 404 ? 'NOT_FOUND' : 'VALIDATION_FAILED', e.message);
+  }
+  return undefined;
+}
+
+export function registerErrorHandler(app: FastifyInstance): void {
+  app.setErrorHandler((err, request, reply) => {
+    const known = toAppError(err);
+    if (known) {
+      if (known.status === 503) request.log.warn({ err }, 'database unavailable');
+      else if (pgErrorCode(err)) request.log.warn({ err }, 'input rejected by the database');
+      return sendProblem(request, reply, known);
+    }
+    request.log.error({ err }, 'unhandled error');
+    return sendProblem(request, reply, new AppError(500, 'INTERNAL', 'An unexpected error occurred. It has been logged with the request id.'));
+  });
+}

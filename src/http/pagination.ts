@@ -1,0 +1,42 @@
+// Opaque keyset cursors and the Link header. A cursor names the last row of the page
+// (newest-first by id), so rows inserted meanwhile never shift a page.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { invalid } from './errors.js';
+
+export interface PageRequest {
+  limit: number;
+  /** The id the next page starts below (exclusive), or undefined for the first page. */
+  beforeId: number | undefined;
+}
+
+export function encodeCursor(lastId: number): string {
+  return Buffer.from(JSON.stringify({ b: lastId })).toString('base64url');
+}
+
+export function pageRequest(query: { limit?: number; cursor?: string }): PageRequest {
+  const limit = query.limit ?? 20;
+  if (query.cursor === undefined) return { limit, beforeId: undefined };
+  try {
+    const parsed = JSON.parse(Buffer.from(query.cursor, 'base64url').toString('utf8')) as { b?: unknown };
+    if (typeof parsed.b === 'number' && Number.isSafeInteger(parsed.b) && parsed.b > 0) return { limit, beforeId: parsed.b };
+  } catch {
+    // fall through
+  }
+  throw invalid('cursor', 'is not a cursor this API issued', 'query');
+}
+
+/**
+ * Given rows fetched with LIMIT limit+1, returns the page and its next cursor, and sets
+ * the Link header. Rows must be ordered by id descending.
+ */
+export function sendPage<T extends { id: number }>(request: FastifyRequest, reply: FastifyReply, rows: T[], page: PageRequest) {
+  const hasMore = rows.length > page.limit;
+  const data = hasMore ? rows.slice(0, page.limit) : rows;
+  const nextCursor = hasMore ? encodeCursor(data[data.length - 1]!.id) : null;
+  if (nextCursor) {
+    const url = new URL(request.url, 'http://x');
+    url.searchParams.set('cursor', nextCursor);
+    reply.header('link', `<${url.pathname}${url.search}>; rel="next"`);
+  }
+  return { data, next_cursor: nextCursor };
+}

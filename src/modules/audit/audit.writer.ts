@@ -1,0 +1,97 @@
+// The only way to write an audit record. It takes the caller's transaction, so the record
+// commits or rolls back with the change it describes; call it after the change. Refusals
+// (DENIED) get their own transaction, since nothing else changed.
+import { createHmac } from 'node:crypto';
+import type { Database, Tx } from '../../db/database.js';
+import type { RequestContext } from '../../context.js';
+
+export const AUDIT_ACTIONS = [
+  'CREATE_USER', 'DELETE_USER', 'DEACTIVATE_USER', 'ACTIVATE_USER', 'CHANGE_USER_ROLE',
+  'LOGIN_SUCCESS', 'LOGIN_FAILURE', 'LOGOUT', 'PASSWORD_CHANGED',
+  'CREATE_PROJECT', 'DELETE_PROJECT', 'ADD_PROJECT_MEMBER', 'REMOVE_PROJECT_MEMBER',
+  'CREATE_TASK', 'DELETE_TASK', 'ASSIGN_TASK', 'CHANGE_TASK_STATUS',
+  'UPDATE_USER_EMAIL', 'CHANGE_PROJECT_MEMBER_ROLE', 'SESSION_REVOKED', 'EXPORT_AUDIT_LOG',
+] as const;
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+export const RESOURCE_TYPES = ['USER', 'PROJECT', 'TASK', 'AUDIT_LOG'] as const;
+export type ResourceType = (typeof RESOURCE_TYPES)[number];
+
+export const AUDIT_RESULTS = ['SUCCESS', 'FAILURE', 'DENIED'] as const;
+export type AuditResult = (typeof AUDIT_RESULTS)[number];
+
+/**
+ * Metadata keys whose values are personal data (API.md 5.10). Their values are stored in
+ * audit_personal_data; the record itself holds only {"$personal": "<keyed hash>"}.
+ */
+export const PERSONAL_KEYS = ['email', 'oldEmail', 'newEmail'] as const;
+export const PERSONAL_MARKER = '$personal';
+
+export interface AuditEntry {
+  action: AuditAction;
+  resourceType: ResourceType;
+  resourceId: number | null;
+  result?: AuditResult;
+  /** camelCase keys. Never a password, token or secret. */
+  metadata?: Record<string, unknown>;
+  /** Defaults to the request's actor; null for an unknown login email or the CLI. */
+  actorId?: number | null;
+  /** Whose personal data the metadata names (for erasure); defaults to the resource when it is a user. */
+  subjectUserId?: number | null;
+}
+
+export interface AuditWriter {
+  record(tx: Tx, ctx: RequestContext, entry: AuditEntry): Promise<number>;
+  /** Records a refused action in a transaction of its own. */
+  deny(db: Database, ctx: RequestContext, entry: Omit<AuditEntry, 'result'>): Promise<void>;
+}
+
+export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
+  const refOf = (subject: number | null, value: string) =>
+    createHmac('sha256', personalDataKey).update(`${subject ?? ''}\u0000${value}`).digest('hex');
+
+  async function record(tx: Tx, ctx: RequestContext, entry: AuditEntry): Promise<number> {
+    const subject = entry.subjectUserId !== undefined ? entry.subjectUserId : entry.resourceType === 'USER' ? entry.resourceId : null;
+    const metadata: Record<string, unknown> = { ...entry.metadata };
+    const personal: Array<[string, string]> = [];
+    for (const key of PERSONAL_KEYS) {
+      const value = metadata[key];
+      if (typeof value === 'string') {
+        const ref = refOf(subject, value);
+        personal.push([ref, value]);
+        metadata[key] = { [PERSONAL_MARKER]: ref };
+      }
+    }
+    if (personal.length > 0) {
+      await tx.query(
+        `INSERT INTO audit_personal_data (ref, subject_user_id, value)
+         SELECT ref, $2::bigint, value FROM unnest($1::text[], $3::text[]) AS p(ref, value)
+         ON CONFLICT (ref) DO NOTHING`,
+        [personal.map((p) => p[0]), subject, personal.map((p) => p[1])],
+      );
+    }
+    const rows = await tx.query<{ id: number }>(
+      `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+      [
+        entry.actorId !== undefined ? entry.actorId : (ctx.actor?.id ?? null),
+        entry.action,
+        entry.resourceType,
+        entry.resourceId,
+        entry.result ?? 'SUCCESS',
+        JSON.stringify(metadata),
+        ctx.ip,
+        ctx.userAgent?.slice(0, 512) ?? null,
+        ctx.requestId,
+      ],
+    );
+    return rows[0]!.id;
+  }
+
+  return {
+    record,
+    async deny(db, ctx, entry) {
+      await db.transaction((tx) => record(tx, ctx, { ...entry, result: 'DENIED' }));
+    },
+  };
+}

@@ -1,0 +1,53 @@
+// Access tokens are short-lived HS256 JWTs naming the user and the session; refresh tokens
+// are opaque random strings stored only as hashes. The algorithm is pinned: a token signed
+// with anything else (or `alg: none`) is rejected.
+import { createHash, randomBytes } from 'node:crypto';
+import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
+import { unauthenticated } from '../../http/errors.js';
+
+const ISSUER = 'teamlog';
+const AUDIENCE = 'teamlog-api';
+
+export interface AccessClaims {
+  userId: number;
+  sessionId: number;
+  expiresAt: number;
+}
+
+export async function signAccessToken(key: Uint8Array, userId: number, sessionId: number, ttlSeconds: number): Promise<string> {
+  return new SignJWT({ sid: sessionId })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(String(userId))
+    .setIssuer(ISSUER)
+    .setAudience(AUDIENCE)
+    .setIssuedAt()
+    .setExpirationTime(`${ttlSeconds}s`)
+    .sign(key);
+}
+
+export async function verifyAccessToken(key: Uint8Array, token: string): Promise<AccessClaims> {
+  try {
+    const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'], issuer: ISSUER, audience: AUDIENCE });
+    const userId = Number(payload.sub);
+    const sessionId = payload.sid;
+    if (!Number.isSafeInteger(userId) || userId < 1 || typeof sessionId !== 'number' || !Number.isSafeInteger(sessionId)) {
+      throw unauthenticated('UNAUTHENTICATED', 'The access token is not valid');
+    }
+    return { userId, sessionId, expiresAt: payload.exp ?? 0 };
+  } catch (err) {
+    if (err instanceof joseErrors.JWTExpired) throw unauthenticated('TOKEN_EXPIRED', 'The access token has expired; refresh it');
+    if (err instanceof joseErrors.JOSEError || err instanceof TypeError) {
+      throw unauthenticated('UNAUTHENTICATED', 'The access token is not valid');
+    }
+    throw err;
+  }
+}
+
+export function newRefreshToken(): string {
+  return `tlr_${randomBytes(32).toString('base64url')}`;
+}
+
+/** Refresh tokens carry 256 random bits, so a fast hash is enough to keep them unreadable at rest. */
+export function hashRefreshToken(token: string): Buffer {
+  return createHash('sha256').update(token).digest();
+}

@@ -1,0 +1,21 @@
+// Wires a running service from configuration and an open database. Used by the server, the
+// CLI and the tests alike, so all three run the same code.
+import type { FastifyBaseLogger } from 'fastify';
+import { buildApp } from './app.js';
+import type { Config } from './config.js';
+import type { Database } from './db/database.js';
+import type { Deps } from './deps.js';
+import { createAuditWriter } from './modules/audit/audit.writer.js';
+import { loadSecrets } from './secrets.js';
+import { createServices } from './services.js';
+
+export function createDeps(config: Config, db: Database, log: FastifyBaseLogger): Deps {
+  const secrets = loadSecrets(config, (msg) => log.warn(msg));
+  return { config, db, secrets, audit: createAuditWriter(secrets.personalDataKey), log };
+}
+
+export async function createApp(deps: Deps) {
+  const services = createServices(deps);
+  const app = await buildApp(deps, services);
+  return { app, services };
+}

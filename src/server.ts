@@ -1,0 +1,75 @@
+// Process entry: configuration, database, first ADMIN, listen, graceful shutdown.
+import path from 'node:path';
+import { existsSync } from 'node:fs';
+import { ConfigError, loadConfig } from './config.js';
+import { openDatabase } from './db/open.js';
+import { ensureFirstAdmin } from './first-admin.js';
+import { createLogger } from './logger.js';
+import { scheduleMaintenance } from './ops/maintenance.js';
+import { createApp, createDeps } from './runtime.js';
+
+const SHUTDOWN_DEADLINE_MS = 10_000;
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`Configuration error: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel);
+  const db = await openDatabase(config, (err) => log.error({ err }, 'database connection error'));
+  const deps = createDeps(config, db, log);
+  const admin = await ensureFirstAdmin(deps);
+  const { app } = await createApp(deps);
+  const stopMaintenance = scheduleMaintenance(db, log);
+
+  const address = await app.listen({ port: config.port, host: config.host });
+  const base = address.replace('0.0.0.0', '127.0.0.1');
+  log.info(`Teamlog is serving ${base}/api/v1 on ${db.kind === 'pglite' ? `embedded PostgreSQL (PGlite) in ${config.dataDir}` : 'PostgreSQL'}`);
+  log.info(`API reference: ${base}/docs`);
+  const passwordFile = path.join(config.dataDir, 'initial-admin-password');
+  if (admin.created) {
+    log.info(
+      admin.passwordFile
+        ? `First ADMIN created: ${admin.email}; the password is in ${admin.passwordFile} (readable only by you). Log in with POST ${base}/api/v1/auth/login`
+        : `First ADMIN created: ${admin.email} with the password from ADMIN_PASSWORD. Log in with POST ${base}/api/v1/auth/login`,
+    );
+  } else if (existsSync(passwordFile)) {
+    log.info(`Log in with POST ${base}/api/v1/auth/login; the first ADMIN's generated password is in ${passwordFile}`);
+  } else {
+    log.info(`Log in with POST ${base}/api/v1/auth/login {"email": …, "password": …}`);
+  }
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info(`${signal}: finishing in-flight requests, then exiting`);
+    const deadline = setTimeout(() => {
+      log.error('shutdown took longer than 10 s; exiting anyway');
+      process.exit(1);
+    }, SHUTDOWN_DEADLINE_MS);
+    deadline.unref();
+    try {
+      stopMaintenance();
+      await app.close();
+      await db.close();
+      process.exit(0);
+    } catch (err) {
+      log.error({ err }, 'error during shutdown');
+      process.exit(1);
+    }
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}
+
+main().catch((err) => {
+  console.error('Teamlog failed to start:', err instanceof Error ? err.message : err);
+  process.exit(1);
+});
