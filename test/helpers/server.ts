@@ -1,0 +1,132 @@
+// Starts a real, listening Teamlog on a fresh database: PGlite in memory, or a PostgreSQL
+// database created for this server and dropped when it closes (TEST_DB=postgres). The app
+// connects exactly as in production (on PostgreSQL: as the restricted teamlog_app role);
+// `owner` is a separate superuser connection for the tests' own inspection and sabotage.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { loadConfig, type Config } from '../../src/config.js';
+import type { Database } from '../../src/db/database.js';
+import { databaseSession, migrate, migratePostgres } from '../../src/db/migrate.js';
+import { createPgliteDatabase } from '../../src/db/pglite.js';
+import { APP_ROLE, createPostgresDatabase } from '../../src/db/postgres.js';
+import type { Deps } from '../../src/deps.js';
+import { ensureFirstAdmin } from '../../src/first-admin.js';
+import { createLogger } from '../../src/logger.js';
+import { createApp, createDeps } from '../../src/runtime.js';
+import type { App } from '../../src/app.js';
+
+export const DB_KIND: 'pglite' | 'postgres' = process.env.TEST_DB === 'postgres' ? 'postgres' : 'pglite';
+export const onPostgres = DB_KIND === 'postgres';
+/** For `test(name, { skip: needsPostgres }, fn)`: real concurrency and several instances need a server. */
+export const needsPostgres: string | false = onPostgres ? false : 'needs PostgreSQL (runs in the PostgreSQL pass)';
+
+export const PG_BASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export const ADMIN_EMAIL = 'admin@test.local';
+export const ADMIN_PASSWORD = 'admin-password-1';
+
+export interface TestServer {
+  url: string;
+  app: App;
+  deps: Deps;
+  config: Config;
+  /** The app's own connection (restricted role on PostgreSQL). */
+  db: Database;
+  /** Superuser/owner connection for inspecting and sabotaging the database in tests. */
+  owner: Database;
+  /** Owner connection string of this server's database (PostgreSQL only). */
+  databaseUrl: string | undefined;
+  close(): Promise<void>;
+}
+
+export interface TestDatabase {
+  db: Database;
+  owner: Database;
+  databaseUrl: string | undefined;
+  drop(): Promise<void>;
+}
+
+function withDatabase(base: string, name: string): string {
+  const u = new URL(base);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+/** A fresh, migrated database: in-memory PGlite, or a new PostgreSQL database. */
+export async function createTestDatabase(onError: (err: unknown) => void = () => {}): Promise<TestDatabase> {
+  if (!onPostgres) {
+    const db = await createPgliteDatabase(undefined, onError);
+    await migrate(databaseSession(db));
+    return { db, owner: db, databaseUrl: undefined, drop: () => db.close() };
+  }
+  const name = `teamlog_test_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: PG_BASE_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`); // name is generated above, never input
+  await admin.end();
+  const url = withDatabase(PG_BASE_URL, name);
+  await migratePostgres(url);
+  const db = createPostgresDatabase({ url, poolSize: 10, role: APP_ROLE, onError });
+  const owner = createPostgresDatabase({ url, poolSize: 3, onError });
+  return {
+    db,
+    owner,
+    databaseUrl: url,
+    async drop() {
+      await db.close();
+      await owner.close();
+      const c = new pg.Client({ connectionString: PG_BASE_URL });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+export interface StartOptions {
+  /** Extra environment for loadConfig (e.g. TRUST_PROXY, ACCESS_TOKEN_TTL). */
+  env?: Record<string, string>;
+  /** Reuse an existing database (a second instance on the same data). */
+  database?: TestDatabase;
+}
+
+export async function startTestServer(opts: StartOptions = {}): Promise<TestServer> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-test-'));
+  const config = loadConfig({
+    DATA_DIR: dataDir,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    ADMIN_EMAIL,
+    ADMIN_PASSWORD,
+    JWT_SECRET: 'test-secret-'.padEnd(48, 'x'),
+    TRUST_PROXY: '127.0.0.1/32,::1/128',
+    ...opts.env,
+  });
+  const log = createLogger(config.logLevel);
+  const database = opts.database ?? (await createTestDatabase((err) => log.error({ err }, 'db error')));
+  const deps = createDeps(config, database.db, log);
+  await ensureFirstAdmin(deps);
+  const { app } = await createApp(deps);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  let closed = false;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    app,
+    deps,
+    config,
+    db: database.db,
+    owner: database.owner,
+    databaseUrl: database.databaseUrl,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await app.close();
+      if (!opts.database) await database.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
