@@ -9,6 +9,7 @@ import { API_PREFIX, registerConventions, requestId, rewriteUrl } from './http/c
 import { registerErrorHandler } from './http/error-handler.js';
 import { AppError } from './http/errors.js';
 import { registerIdempotency } from './http/idempotency.js';
+import { createValidatorCompiler } from './http/validation.js';
 import { auditRoutes } from './modules/audit/audit.routes.js';
 import { authRoutes } from './modules/auth/auth.routes.js';
 import { profileRoutes } from './modules/users/profile.routes.js';
@@ -29,9 +30,9 @@ export async function buildApp(deps: Deps, services: Services) {
     bodyLimit: BODY_LIMIT,
     trustProxy: trustedNetworks(config.trustProxy),
     return503OnClosing: true,
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  app.setValidatorCompiler(createValidatorCompiler());
   registerErrorHandler(app);
   registerConventions(app);
 

@@ -35,7 +35,7 @@ export class Client {
       body = JSON.stringify(opts.body);
       headers['content-type'] ??= 'application/json';
     }
-    const res = await fetch(this.server.url + path, { method, headers, body });
+    const res = await fetch(this.server.url + path, { method, headers, body: body as BodyInit | undefined });
     const text = await res.text();
     let parsed: unknown = undefined;
     if (text && /json/.test(res.headers.get('content-type') ?? '')) parsed = JSON.parse(text);
