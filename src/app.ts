@@ -12,6 +12,11 @@ import { registerIdempotency } from './http/idempotency.js';
 import { createValidatorCompiler } from './http/validation.js';
 import { auditRoutes } from './modules/audit/audit.routes.js';
 import { authRoutes } from './modules/auth/auth.routes.js';
+import { messagesRoutes } from './modules/messages/messages.routes.js';
+import { notificationsRoutes } from './modules/notifications/notifications.routes.js';
+import { postsRoutes } from './modules/posts/posts.routes.js';
+import { projectsRoutes } from './modules/projects/projects.routes.js';
+import { tasksRoutes } from './modules/tasks/tasks.routes.js';
 import { profileRoutes } from './modules/users/profile.routes.js';
 import { usersRoutes } from './modules/users/users.routes.js';
 import { registerHealth } from './ops/health.js';
@@ -81,6 +86,11 @@ export async function buildApp(deps: Deps, services: Services) {
       await api.register(authRoutes, { auth: services.auth });
       await api.register(usersRoutes, { users: services.users });
       await api.register(profileRoutes, { users: services.users, db });
+      await api.register(projectsRoutes, { projects: services.projects });
+      await api.register(tasksRoutes, { tasks: services.tasks });
+      await api.register(postsRoutes, { posts: services.posts });
+      await api.register(messagesRoutes, { messages: services.messages });
+      await api.register(notificationsRoutes, { notifications: services.notifications });
       await api.register(auditRoutes, { db });
       api.get('/openapi.json', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
         reply.header('cache-control', 'public, max-age=300');

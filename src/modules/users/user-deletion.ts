@@ -3,13 +3,13 @@
 // stop the deletion (e.g. the user is some project's only OWNER). Sessions, refresh tokens
 // and everything else with ON DELETE CASCADE go with the row; audit records never do.
 import type { Tx } from '../../db/database.js';
+import { teamDeletionSteps } from '../projects/projects.user-deletion.js';
 import type { UserRow } from './users.repository.js';
 
 export type UserDeletionStep = (tx: Tx, user: UserRow) => Promise<void>;
 
 /**
- * The steps, in order. Later modules add theirs here (refusals first, then clean-ups):
- * projects (LAST_OWNER), posts and likes, messages, notifications, memberships, task
- * assignments.
+ * The steps, in order: refusals first, then clean-ups. Modules add theirs here.
+ * Team domain: refuse a project's only OWNER (409 LAST_OWNER), unassign their tasks.
  */
-export const userDeletionSteps: UserDeletionStep[] = [];
+export const userDeletionSteps: UserDeletionStep[] = [...teamDeletionSteps];

@@ -1,0 +1,39 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { sendPage } from '../../http/pagination.js';
+import { authedContext } from '../../http/request-context.js';
+import { Page, PageQuery, Text, Timestamp, errorResponses } from '../../http/schemas.js';
+import { ROOM_PATTERN, type MessageRow, type MessagesService } from './messages.service.js';
+
+const security = [{ bearer: [] }];
+const Room = Type.String({ pattern: ROOM_PATTERN, maxLength: 30, description: '`general` or `project:<id>`' });
+const Message = Type.Object({ id: Type.Integer(), room: Type.String(), author_id: Type.Integer(), text: Type.String(), created_at: Timestamp });
+const present = (m: MessageRow) => ({ id: m.id, room: m.room, author_id: m.author_id, text: m.text, created_at: m.created_at });
+
+export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesService }> = async (app, { messages }) => {
+  app.get('/messages', {
+    schema: {
+      tags: ['messages'], summary: "A room's messages, newest first (cursor pages back)", security,
+      querystring: Type.Object({ room: Type.Optional(Room), ...PageQuery }, { additionalProperties: false }),
+      response: { 200: Page(Message), ...errorResponses(400, 401, 404) },
+    },
+    handler: async (request, reply) => {
+      const { rows, page } = await messages.list(authedContext(request).actor, request.query);
+      const result = sendPage(request, reply, rows, page);
+      return { data: result.data.map(present), next_cursor: result.next_cursor };
+    },
+  });
+
+  app.post('/messages', {
+    schema: {
+      tags: ['messages'], summary: 'Send a message to a room you may use (default general)', security,
+      body: Type.Object({ text: Text(2000), room: Type.Optional(Room) }, { additionalProperties: false }),
+      response: { 201: Message, ...errorResponses(400, 401, 404) },
+    },
+    handler: async (request, reply) => {
+      const message = await messages.postMessage(authedContext(request), request.body);
+      reply.code(201);
+      return present(message);
+    },
+  });
+};

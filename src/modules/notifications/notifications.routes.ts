@@ -1,0 +1,45 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { sendPage } from '../../http/pagination.js';
+import { authedContext } from '../../http/request-context.js';
+import { IdParams, NoContent, Page, PageQuery, Timestamp, errorResponses } from '../../http/schemas.js';
+import type { NotificationsService } from './notifications.service.js';
+import { presentNotification } from './notifications.writer.js';
+
+const security = [{ bearer: [] }];
+const Notification = Type.Object({
+  id: Type.Integer(),
+  kind: Type.String(),
+  payload: Type.Object({}, { additionalProperties: true }),
+  read_at: Type.Union([Timestamp, Type.Null()]),
+  created_at: Timestamp,
+});
+
+export const notificationsRoutes: FastifyPluginAsyncTypebox<{ notifications: NotificationsService }> = async (app, { notifications }) => {
+  app.get('/notifications', {
+    schema: {
+      tags: ['notifications'], summary: 'Your notifications, newest first', security,
+      querystring: Type.Object({ unread: Type.Optional(Type.Boolean({ description: 'true: only unread ones' })), ...PageQuery }, { additionalProperties: false }),
+      response: { 200: Page(Notification), ...errorResponses(400, 401) },
+    },
+    handler: async (request, reply) => {
+      const { rows, page } = await notifications.list(authedContext(request).actor, request.query);
+      const result = sendPage(request, reply, rows, page);
+      return { data: result.data.map(presentNotification), next_cursor: result.next_cursor };
+    },
+  });
+
+  // Registered before /notifications/:id/read so that "read" is never taken for an id.
+  app.put('/notifications/read', {
+    schema: { tags: ['notifications'], summary: 'Mark all your notifications read', security, response: { 204: NoContent, ...errorResponses(401) } },
+    handler: async (request, reply) => {
+      await notifications.markAllRead(authedContext(request).actor);
+      return reply.code(204).send(null);
+    },
+  });
+
+  app.put('/notifications/:id/read', {
+    schema: { tags: ['notifications'], summary: 'Mark one of your notifications read (idempotent)', security, params: IdParams, response: { 200: Notification, ...errorResponses(400, 401, 404) } },
+    handler: async (request) => presentNotification(await notifications.markRead(authedContext(request).actor, request.params.id)),
+  });
+};

@@ -1,0 +1,110 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { API_PREFIX } from '../../http/conventions.js';
+import { sendPage } from '../../http/pagination.js';
+import { versionEtag } from '../../http/preconditions.js';
+import { authedContext, ifMatchOf } from '../../http/request-context.js';
+import { IdParams, NoContent, Page, errorResponses } from '../../http/schemas.js';
+import type { ProjectRow } from './projects.repository.js';
+import { CreateProjectBody, ListQuery, Member, MemberBody, MemberParams, Project, UpdateProjectBody } from './projects.schemas.js';
+import type { ProjectsService } from './projects.service.js';
+
+const security = [{ bearer: [] }];
+const ifMatch = Type.Object({ 'if-match': Type.Optional(Type.String({ description: 'ETag of the project; a stale one gets 412' })) });
+
+export function presentProject(p: ProjectRow) {
+  return { id: p.id, name: p.name, description: p.description, created_by: p.created_by, created_at: p.created_at, updated_at: p.updated_at, member_count: p.member_count };
+}
+const projectEtag = (p: ProjectRow) => versionEtag('project', p.id, p.version);
+
+export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsService }> = async (app, { projects }) => {
+  app.get('/projects', {
+    schema: { tags: ['projects'], summary: 'Projects you belong to (ADMIN: all), newest first', security, querystring: ListQuery, response: { 200: Page(Project), ...errorResponses(400, 401) } },
+    handler: async (request, reply) => {
+      const { rows, page } = await projects.list(authedContext(request).actor, request.query);
+      const result = sendPage(request, reply, rows, page);
+      return { data: result.data.map(presentProject), next_cursor: result.next_cursor };
+    },
+  });
+
+  app.post('/projects', {
+    schema: { tags: ['projects'], summary: 'Create a project; you become its OWNER', security, body: CreateProjectBody, response: { 201: Project, ...errorResponses(400, 401) } },
+    handler: async (request, reply) => {
+      const project = await projects.create(authedContext(request), request.body);
+      reply.code(201).header('location', `${API_PREFIX}/projects/${project.id}`).header('etag', projectEtag(project));
+      return presentProject(project);
+    },
+  });
+
+  app.get('/projects/:id', {
+    schema: { tags: ['projects'], summary: 'A project (members and ADMINs)', security, params: IdParams, response: { 200: Project, ...errorResponses(400, 401, 404) } },
+    handler: async (request, reply) => {
+      const { project } = await projects.load(authedContext(request), request.params.id);
+      reply.header('etag', projectEtag(project));
+      return presentProject(project);
+    },
+  });
+
+  app.put('/projects/:id', {
+    schema: {
+      tags: ['projects'], summary: 'Update a project (OWNER or ADMIN)', security, params: IdParams, headers: ifMatch, body: UpdateProjectBody,
+      response: { 200: Project, ...errorResponses(400, 401, 403, 404, 412) },
+    },
+    handler: async (request, reply) => {
+      const project = await projects.update(authedContext(request), request.params.id, request.body, ifMatchOf(request));
+      reply.header('etag', projectEtag(project));
+      return presentProject(project);
+    },
+  });
+
+  app.delete('/projects/:id', {
+    schema: {
+      tags: ['projects'], summary: 'Delete a project with its tasks and messages (OWNER or ADMIN)', security, params: IdParams,
+      response: { 204: NoContent, ...errorResponses(400, 401, 403, 404) },
+    },
+    handler: async (request, reply) => {
+      await projects.remove(authedContext(request), request.params.id);
+      return reply.code(204).send(null);
+    },
+  });
+
+  app.get('/projects/:id/members', {
+    schema: {
+      tags: ['projects'], summary: "A project's members, by user id", security, params: IdParams, querystring: ListQuery,
+      response: { 200: Page(Member), ...errorResponses(400, 401, 404) },
+    },
+    handler: async (request, reply) => {
+      const { rows, page } = await projects.members(authedContext(request), request.params.id, request.query);
+      // Members page forward by user id; the cursor carries the last user id of the page.
+      const result = sendPage(request, reply, rows.map((m) => ({ ...m, id: m.user_id })), page);
+      return { data: result.data.map((m) => ({ user_id: m.user_id, role: m.role, added_at: m.added_at })), next_cursor: result.next_cursor };
+    },
+  });
+
+  app.put('/projects/:id/members/:userId', {
+    schema: {
+      tags: ['projects'],
+      summary: 'Add a member (201) or change their role (200) (OWNER or ADMIN)',
+      description: 'Demoting the last OWNER is 409 LAST_OWNER. Setting the role a member already has changes nothing.',
+      security, params: MemberParams, headers: ifMatch, body: MemberBody,
+      response: { 200: Member, 201: Member, ...errorResponses(400, 401, 403, 404, 409, 412) },
+    },
+    handler: async (request, reply) => {
+      const { created, member, project } = await projects.setMember(authedContext(request), request.params.id, request.params.userId, request.body.role, ifMatchOf(request));
+      reply.header('etag', projectEtag(project));
+      if (created) reply.code(201).header('location', `${API_PREFIX}/projects/${project.id}/members/${member.user_id}`);
+      return { user_id: member.user_id, role: member.role, added_at: member.added_at };
+    },
+  });
+
+  app.delete('/projects/:id/members/:userId', {
+    schema: {
+      tags: ['projects'], summary: 'Remove a member (OWNER, ADMIN, or the member themself); their tasks here are unassigned', security, params: MemberParams,
+      response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 409) },
+    },
+    handler: async (request, reply) => {
+      await projects.removeMember(authedContext(request), request.params.id, request.params.userId);
+      return reply.code(204).send(null);
+    },
+  });
+};

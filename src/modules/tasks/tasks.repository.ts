@@ -1,0 +1,73 @@
+import type { Queryable } from '../../db/database.js';
+import type { TaskStatus } from './task-status.js';
+
+export interface TaskRow {
+  id: number;
+  project_id: number;
+  title: string;
+  description: string;
+  status: TaskStatus;
+  assignee_id: number | null;
+  created_by: number | null;
+  version: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export const TASK_COLUMNS = 'id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at';
+
+export async function findTask(q: Queryable, id: number, opts: { forUpdate?: boolean } = {}): Promise<TaskRow | undefined> {
+  return (await q.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [id]))[0];
+}
+
+export async function insertTask(
+  q: Queryable,
+  t: { projectId: number; title: string; description: string; assigneeId: number | null; createdBy: number },
+): Promise<TaskRow> {
+  const rows = await q.query<TaskRow>(
+    `INSERT INTO tasks (project_id, title, description, assignee_id, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING ${TASK_COLUMNS}`,
+    [t.projectId, t.title, t.description, t.assigneeId, t.createdBy],
+  );
+  return rows[0]!;
+}
+
+export async function updateTask(
+  q: Queryable,
+  id: number,
+  change: { title?: string; description?: string; status?: TaskStatus; assignee_id?: number | null },
+): Promise<TaskRow> {
+  const rows = await q.query<TaskRow>(
+    `UPDATE tasks SET
+       title = COALESCE($2, title),
+       description = COALESCE($3, description),
+       status = COALESCE($4, status),
+       assignee_id = CASE WHEN $5 THEN $6::bigint ELSE assignee_id END,
+       version = version + 1, updated_at = now()
+     WHERE id = $1 RETURNING ${TASK_COLUMNS}`,
+    [id, change.title ?? null, change.description ?? null, change.status ?? null, 'assignee_id' in change, change.assignee_id ?? null],
+  );
+  return rows[0]!;
+}
+
+export interface TaskFilters {
+  /** Restrict to the projects this user belongs to (null: ADMIN, everything). */
+  memberId: number | null;
+  project_id?: number;
+  assignee_id?: number;
+  status?: TaskStatus;
+  q?: string;
+}
+
+export async function listTasks(q: Queryable, f: TaskFilters, beforeId: number | undefined, limit: number): Promise<TaskRow[]> {
+  return q.query<TaskRow>(
+    `SELECT ${TASK_COLUMNS} FROM tasks
+      WHERE ($1::bigint IS NULL OR project_id IN (SELECT project_id FROM project_members WHERE user_id = $1))
+        AND ($2::bigint IS NULL OR project_id = $2)
+        AND ($3::bigint IS NULL OR assignee_id = $3)
+        AND ($4::text IS NULL OR status = $4)
+        AND ($5::text IS NULL OR search @@ websearch_to_tsquery('simple', $5))
+        AND ($6::bigint IS NULL OR id < $6)
+      ORDER BY id DESC LIMIT $7`,
+    [f.memberId, f.project_id ?? null, f.assignee_id ?? null, f.status ?? null, f.q ?? null, beforeId ?? null, limit + 1],
+  );
+}
