@@ -1,0 +1,323 @@
+#!/usr/bin/env node
+// npm run bench [-- --quick] [-- --no-embedded]
+// Starts Teamlog in server mode on a freshly seeded PostgreSQL database (100,000 tasks,
+// 1,000,000 audit records, 1,000 users), starts the bare baseline server on the same data,
+// and runs autocannon scenarios (warm-up, then 10 s at 50 connections) against both. Then
+// the same scenarios against embedded PGlite (a smaller seed: WASM seeding is slow).
+// Writes bench/results/latest.md and one JSON line per scenario to bench/results/latest.jsonl.
+// Timings are reported, never asserted.
+import { spawn, execSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import pg from 'pg';
+
+const args = process.argv.slice(2);
+const QUICK = args.includes('--quick');
+const EMBEDDED = !args.includes('--no-embedded') && !QUICK;
+const PG_BASE = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const DB_NAME = 'teamlog_bench';
+const DURATION = QUICK ? 3 : 10;
+const WARMUP = QUICK ? 1 : 3;
+const CONNECTIONS = 50;
+const VOLUME = QUICK
+  ? { users: 1000, tasks: 20_000, audit: 100_000 }
+  : { users: 1000, tasks: 100_000, audit: 1_000_000 };
+const EMBEDDED_VOLUME = { users: 1000, tasks: 20_000, audit: 100_000 };
+const PASSWORD = 'bench-password-1';
+const ADMIN = { email: 'bench-admin@bench.local', password: 'bench-admin-password' };
+const JWT_SECRET = 'bench-secret-'.padEnd(48, 'x');
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const dbUrl = (name) => Object.assign(new URL(PG_BASE), { pathname: `/${name}` }).toString();
+
+function log(msg) {
+  process.stderr.write(`${msg}\n`);
+}
+
+// ── seeding ────────────────────────────────────────────────────────────────────────────
+/** The seed, as SQL over any Queryable-like `q(sql, params)`; ids come from the data. */
+async function seed(q, volume, passwordHash) {
+  await q(
+    `INSERT INTO users (email, name, password_hash, role)
+     SELECT 'bench' || g || '@bench.local', 'Bench User ' || g, $1, 'USER' FROM generate_series(1, $2::int) g`,
+    [passwordHash, volume.users],
+  );
+  const bench = (await q(`SELECT id FROM users WHERE email = 'bench1@bench.local'`))[0].id;
+  await q(`INSERT INTO projects (name, description, created_by) SELECT 'Project ' || g, 'Bench project ' || g, $1 FROM generate_series(1, 100) g`, [bench]);
+  // Ten members per project; the bench user owns the first ten projects.
+  await q(
+    `INSERT INTO project_members (project_id, user_id, role)
+     SELECT p.id, u.id, 'MEMBER' FROM projects p JOIN users u ON u.id % 100 = p.id % 100 AND u.role = 'USER' AND u.id <> $1`,
+    [bench],
+  );
+  await q(`INSERT INTO project_members (project_id, user_id, role) SELECT id, $1, 'OWNER' FROM projects ORDER BY id LIMIT 10`, [bench]);
+  await q(
+    `INSERT INTO tasks (project_id, title, description, status, created_by)
+     SELECT a.pids[1 + g % 100], 'Task ' || g || ' ' || md5(g::text), 'Description of bench task number ' || g,
+            (ARRAY['TODO','IN_PROGRESS','IN_REVIEW','DONE','CANCELED'])[1 + g % 5], $2
+       FROM generate_series(1, $1::int) g, (SELECT array_agg(id ORDER BY id) AS pids FROM projects) a`,
+    [volume.tasks, bench],
+  );
+  for (let done = 0; done < volume.audit; done += 250_000) {
+    const n = Math.min(250_000, volume.audit - done);
+    await q(
+      `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+       SELECT u.ids[1 + g % array_length(u.ids, 1)],
+              (ARRAY['CREATE_TASK','CHANGE_TASK_STATUS','ASSIGN_TASK','LOGIN_SUCCESS','DELETE_TASK'])[1 + g % 5],
+              'TASK', g, 'SUCCESS', '{"seed":true}', '10.0.0.1', 'bench-seed', 'seed-' || g
+         FROM generate_series($1::int + 1, $1::int + $2::int) g, (SELECT array_agg(id) AS ids FROM users) u`,
+      [done, n],
+    );
+  }
+  await q('ANALYZE');
+  const projectId = (await q('SELECT min(project_id) AS id FROM project_members WHERE user_id = $1', [bench]))[0].id;
+  const taskIds = (await q(
+    `SELECT id FROM tasks WHERE project_id IN (SELECT project_id FROM project_members WHERE user_id = $1) AND status IN ('TODO','IN_PROGRESS') ORDER BY id DESC LIMIT 2000`,
+    [bench],
+  )).map((r) => r.id);
+  const actorIds = (await q(`SELECT id FROM users WHERE role = 'USER' ORDER BY id LIMIT 200`)).map((r) => r.id);
+  return { bench, projectId, taskIds, actorIds };
+}
+
+async function seedPostgres(volume, passwordHash) {
+  const admin = new pg.Client({ connectionString: PG_BASE });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${DB_NAME} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${DB_NAME}`);
+  await admin.end();
+  const { migratePostgres } = await import(path.join(ROOT, 'dist/db/migrate.js'));
+  await migratePostgres(dbUrl(DB_NAME));
+  const c = new pg.Client({ connectionString: dbUrl(DB_NAME) });
+  await c.connect();
+  pg.types.setTypeParser(20, Number);
+  try {
+    return await seed(async (sql, params) => (await c.query(sql, params)).rows, volume, passwordHash);
+  } finally {
+    await c.end();
+  }
+}
+
+async function seedPglite(dataDir, volume, passwordHash) {
+  const { createPgliteDatabase } = await import(path.join(ROOT, 'dist/db/pglite.js'));
+  const { migrate, databaseSession } = await import(path.join(ROOT, 'dist/db/migrate.js'));
+  const db = await createPgliteDatabase(path.join(dataDir, 'pglite'), () => {});
+  await migrate(databaseSession(db));
+  try {
+    return await seed((sql, params) => db.query(sql, params), volume, passwordHash);
+  } finally {
+    await db.close();
+  }
+}
+
+// ── processes ──────────────────────────────────────────────────────────────────────────
+async function startProcess(name, script, env, port) {
+  const child = spawn(process.execPath, [script], { env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  for (let i = 0; i < 240; i++) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}${name === 'baseline' ? '/tasks?limit=1' : '/health/ready'}`);
+      if (res.ok) return child;
+    } catch {
+      /* not yet */
+    }
+    if (child.exitCode !== null) throw new Error(`${name} exited: ${stderr}`);
+    await sleep(250);
+  }
+  throw new Error(`${name} did not become ready: ${stderr}`);
+}
+
+async function stop(child) {
+  if (!child || child.exitCode !== null) return;
+  child.kill('SIGTERM');
+  await new Promise((r) => child.once('exit', r));
+}
+
+/** Peak resident memory of a process, sampled while a scenario runs. */
+function rssSampler(pid) {
+  let peak = 0;
+  const read = () => {
+    try {
+      const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
+      if (m) peak = Math.max(peak, Number(m[1]) * 1024);
+    } catch {
+      /* exited */
+    }
+  };
+  read();
+  const timer = setInterval(read, 200);
+  return { stop: () => (clearInterval(timer), read(), peak) };
+}
+
+async function login(base, email, password) {
+  const res = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) });
+  if (!res.ok) throw new Error(`login ${email}: ${res.status} ${await res.text()}`);
+  return (await res.json()).access_token;
+}
+
+// ── scenarios ──────────────────────────────────────────────────────────────────────────
+function scenarios(ctx) {
+  const pick = (arr) => arr[Math.floor(Math.random() * arr.length)];
+  const auth = { authorization: `Bearer ${ctx.token}`, 'content-type': 'application/json' };
+  const adminAuth = { authorization: `Bearer ${ctx.adminToken}` };
+  const taskBody = JSON.stringify({ project_id: ctx.projectId, title: 'Benchmark task', description: 'Created by the benchmark' });
+  return [
+    {
+      name: 'POST /tasks',
+      teamlog: { method: 'POST', path: '/api/v1/tasks', headers: auth, body: taskBody },
+      baseline: { method: 'POST', path: '/tasks', headers: { 'content-type': 'application/json' }, body: taskBody },
+    },
+    {
+      name: 'GET /tasks?limit=50',
+      teamlog: { method: 'GET', path: '/api/v1/tasks?limit=50', headers: auth },
+      baseline: { method: 'GET', path: '/tasks?limit=50' },
+    },
+    { name: 'GET /tasks/:id', teamlog: { method: 'GET', headers: auth, setup: (r) => ({ ...r, path: `/api/v1/tasks/${pick(ctx.taskIds)}` }) } },
+    {
+      name: 'PUT /tasks/:id/status',
+      teamlog: {
+        method: 'PUT',
+        headers: auth,
+        // TODO ⇄ IN_PROGRESS are both allowed, and the same status again is a 200 no-op.
+        setup: (r) => ({ ...r, path: `/api/v1/tasks/${pick(ctx.taskIds)}/status`, body: JSON.stringify({ status: Math.random() < 0.5 ? 'TODO' : 'IN_PROGRESS' }) }),
+      },
+    },
+    {
+      name: 'GET /audit-logs?actor_id=…&limit=50',
+      teamlog: { method: 'GET', headers: adminAuth, setup: (r) => ({ ...r, path: `/api/v1/audit-logs?actor_id=${pick(ctx.actorIds)}&limit=50` }) },
+    },
+    {
+      name: 'POST /auth/login',
+      apart: 'its cost is the scrypt hash, by design',
+      teamlog: { method: 'POST', path: '/api/v1/auth/login', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'bench2@bench.local', password: PASSWORD }) },
+    },
+  ];
+}
+
+async function measure(port, spec, duration) {
+  const request = { method: spec.method, path: spec.path ?? '/', headers: spec.headers, body: spec.body };
+  if (spec.setup) request.setupRequest = spec.setup;
+  const opts = { url: `http://127.0.0.1:${port}`, connections: CONNECTIONS, duration, requests: [request] };
+  const result = await autocannon(opts);
+  return {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors + result.timeouts,
+    total: result.requests.total,
+  };
+}
+
+async function runScenarios(label, teamlog, baseline, ctx) {
+  const rows = [];
+  for (const sc of scenarios(ctx)) {
+    const sampler = rssSampler(teamlog.child.pid);
+    await measure(teamlog.port, sc.teamlog, WARMUP);
+    const t = await measure(teamlog.port, sc.teamlog, DURATION);
+    const rss = sampler.stop();
+    let b;
+    if (baseline && sc.baseline) {
+      await measure(baseline.port, sc.baseline, WARMUP);
+      b = await measure(baseline.port, sc.baseline, DURATION);
+    }
+    const row = { mode: label, scenario: sc.name, teamlog: t, baseline: b ?? null, ratio: b ? t.rps / b.rps : null, peak_rss_mb: Math.round(rss / 1048576), apart: sc.apart ?? null };
+    rows.push(row);
+    log(`${label} ${sc.name}: ${t.rps.toFixed(0)} req/s p99 ${t.p99} ms${b ? ` | baseline ${b.rps.toFixed(0)} req/s (×${row.ratio.toFixed(2)})` : ''} | non-2xx ${t.non2xx} | RSS ${row.peak_rss_mb} MB`);
+  }
+  return rows;
+}
+
+// ── report ─────────────────────────────────────────────────────────────────────────────
+function table(rows) {
+  const f = (n) => (n === undefined || n === null ? '—' : typeof n === 'number' ? (Number.isInteger(n) ? String(n) : n.toFixed(1)) : n);
+  const lines = [
+    '| scenario | Teamlog req/s | p50 ms | p99 ms | baseline req/s | p50 ms | p99 ms | ratio | non-2xx | peak RSS MB |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  for (const r of rows) {
+    const b = r.baseline;
+    lines.push(`| ${r.scenario}${r.apart ? ' ¹' : ''} | ${f(Math.round(r.teamlog.rps))} | ${f(r.teamlog.p50)} | ${f(r.teamlog.p99)} | ${b ? f(Math.round(b.rps)) : '—'} | ${b ? f(b.p50) : '—'} | ${b ? f(b.p99) : '—'} | ${r.ratio ? `${r.ratio.toFixed(2)}×` : '—'} | ${r.teamlog.non2xx} | ${r.peak_rss_mb} |`);
+  }
+  return lines.join('\n');
+}
+
+async function main() {
+  log('building…');
+  execSync('npm run build', { cwd: ROOT, stdio: 'ignore' });
+  const { hashPassword } = await import(path.join(ROOT, 'dist/modules/auth/passwords.js'));
+  const passwordHash = await hashPassword(PASSWORD);
+  const results = [];
+  const serverEnv = { JWT_SECRET, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, LOG_LEVEL: 'warn' };
+
+  log(`seeding PostgreSQL: ${VOLUME.users} users, ${VOLUME.tasks} tasks, ${VOLUME.audit} audit records…`);
+  const t0 = Date.now();
+  const ctxPg = await seedPostgres(VOLUME, passwordHash);
+  log(`seeded in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-bench-'));
+  let teamlog, baseline;
+  try {
+    teamlog = { port: 3401, child: await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATABASE_URL: dbUrl(DB_NAME), DATA_DIR: dataDir }, 3401) };
+    baseline = { port: 3402, child: await startProcess('baseline', path.join(ROOT, 'bench/baseline/server.mjs'), { DATABASE_URL: dbUrl(DB_NAME), BENCH_USER_ID: String(ctxPg.bench) }, 3402) };
+    const base = `http://127.0.0.1:${teamlog.port}`;
+    const ctx = { ...ctxPg, token: await login(base, 'bench1@bench.local', PASSWORD), adminToken: await login(base, ADMIN.email, ADMIN.password) };
+    results.push(...(await runScenarios('postgres', teamlog, baseline, ctx)));
+  } finally {
+    await stop(teamlog?.child);
+    await stop(baseline?.child);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+
+  if (EMBEDDED) {
+    const dir = mkdtempSync(path.join(tmpdir(), 'teamlog-bench-pglite-'));
+    try {
+      log(`seeding PGlite: ${EMBEDDED_VOLUME.tasks} tasks, ${EMBEDDED_VOLUME.audit} audit records…`);
+      const ctxLite = await seedPglite(dir, EMBEDDED_VOLUME, passwordHash);
+      teamlog = { port: 3403, child: await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATA_DIR: dir }, 3403) };
+      const base = `http://127.0.0.1:${teamlog.port}`;
+      const ctx = { ...ctxLite, token: await login(base, 'bench1@bench.local', PASSWORD), adminToken: await login(base, ADMIN.email, ADMIN.password) };
+      results.push(...(await runScenarios('pglite', teamlog, null, ctx)));
+    } finally {
+      await stop(teamlog?.child);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  const admin = new pg.Client({ connectionString: PG_BASE });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${DB_NAME} WITH (FORCE)`);
+  await admin.end();
+
+  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${execSync('psql --version').toString().trim()}`;
+  const pgRows = results.filter((r) => r.mode === 'postgres');
+  const liteRows = results.filter((r) => r.mode === 'pglite');
+  const md = [
+    `# Benchmark results${QUICK ? ' (quick)' : ''}`,
+    '',
+    `Machine: ${machine}. autocannon, ${CONNECTIONS} connections, ${DURATION} s per scenario after a ${WARMUP} s warm-up, load generator on the same machine.`,
+    `Teamlog runs \`node dist/server.js\` (LOG_LEVEL=warn); the baseline is \`bench/baseline/server.mjs\` (bare Fastify + pg, same SQL, no auth/validation/audit hooks).`,
+    '',
+    `## Server mode: PostgreSQL (${VOLUME.users} users, ${VOLUME.tasks.toLocaleString('en')} tasks, ${VOLUME.audit.toLocaleString('en')} audit records)`,
+    '',
+    table(pgRows),
+    '',
+    ...(liteRows.length
+      ? [`## Embedded mode: PGlite (${EMBEDDED_VOLUME.tasks.toLocaleString('en')} tasks, ${EMBEDDED_VOLUME.audit.toLocaleString('en')} audit records)`, '', table(liteRows), '']
+      : []),
+    '¹ Reported apart: its cost is the password hash (scrypt), by design.',
+    '',
+  ].join('\n');
+  const outDir = path.join(ROOT, 'bench/results');
+  writeFileSync(path.join(outDir, QUICK ? 'quick.md' : 'latest.md'), md);
+  writeFileSync(path.join(outDir, QUICK ? 'quick.jsonl' : 'latest.jsonl'), results.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  process.stdout.write(`${md}\n`);
+  for (const r of results) process.stdout.write(`${JSON.stringify(r)}\n`);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
