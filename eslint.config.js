@@ -12,4 +12,9 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
+  {
+    // Tests read response bodies as loosely typed JSON on purpose.
+    files: ['test/**/*.ts'],
+    rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
 );

@@ -1,7 +1,7 @@
 // Access tokens are short-lived HS256 JWTs naming the user and the session; refresh tokens
 // are opaque random strings stored only as hashes. The algorithm is pinned: a token signed
 // with anything else (or `alg: none`) is rejected.
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
 import { unauthenticated } from '../../http/errors.js';
 
@@ -15,8 +15,11 @@ export interface AccessClaims {
 }
 
 export async function signAccessToken(key: Uint8Array, userId: number, sessionId: number, ttlSeconds: number): Promise<string> {
+  // A random jti makes every issued token distinct: without it a refresh within the same
+  // second would hand back the very access token the client already holds.
   return new SignJWT({ sid: sessionId })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setJti(randomUUID())
     .setSubject(String(userId))
     .setIssuer(ISSUER)
     .setAudience(AUDIENCE)
