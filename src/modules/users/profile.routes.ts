@@ -41,7 +41,7 @@ export const profileRoutes: FastifyPluginAsyncTypebox<{ users: UsersService; db:
     schema: {
       tags: ['profile'],
       summary: 'Your own security events',
-      description: 'LOGIN_SUCCESS, LOGIN_FAILURE, LOGOUT, PASSWORD_CHANGED, SESSION_REVOKED and UPDATE_USER_EMAIL records about your account, newest first.',
+      description: 'LOGIN_SUCCESS, LOGIN_FAILURE, LOGOUT, PASSWORD_CHANGED, SESSION_REVOKED and UPDATE_USER_EMAIL records about your account, newest first. Actions by others on your account are shown without their ip and user_agent.',
       security,
       querystring: Type.Object({ ...PageQuery }, { additionalProperties: false }),
       response: { 200: Page(AuditRecord), ...errorResponses(400, 401) },
@@ -51,7 +51,10 @@ export const profileRoutes: FastifyPluginAsyncTypebox<{ users: UsersService; db:
       const page = pageRequest(request.query);
       const rows = await querySecurityLog(db, actor.id, page.beforeId, page.limit);
       const result = sendPage(request, reply, rows, page);
-      return { data: await resolvePersonalData(db, result.data), next_cursor: result.next_cursor };
+      // Someone else's action on your account (an ADMIN changing your email, a refused
+      // attempt) is shown, but their address and user agent are theirs, not yours.
+      const own = result.data.map((r) => (r.actor_id === actor.id || r.actor_id === null ? r : { ...r, ip: null, user_agent: null }));
+      return { data: await resolvePersonalData(db, own), next_cursor: result.next_cursor };
     },
   });
 };

@@ -80,8 +80,10 @@ export function createUsersService(deps: Deps) {
       const emailChanges = newEmail !== undefined && newEmail !== existing.email;
       await authorize(ctx, usersPolicy.update(ctx.actor, id), 'UPDATE_USER_EMAIL', emailChanges ? existing : undefined);
 
-      // Changing one's own email proves the password first (and counts toward the throttle).
-      let reservationId: number | undefined;
+      // Changing one's own email proves the password first (and a wrong one counts toward
+      // the throttle). A verified password is not a failure, whatever happens next (a taken
+      // email, a stale If-Match), so its reservation is released in a transaction of its own
+      // rather than in the change's, which may roll back.
       if (emailChanges && self) {
         if (body.current_password === undefined) throw invalid('/current_password', 'is required to change your own email');
         const reservation = await db.transaction((tx) => reserveAttempt(tx, existing.email, ctx.ip ?? ''));
@@ -90,11 +92,10 @@ export function createUsersService(deps: Deps) {
           await audit.deny(db, ctx, { action: 'UPDATE_USER_EMAIL', resourceType: 'USER', resourceId: id, metadata: { reason: 'bad_current_password' } });
           throw new AppError(403, 'INVALID_CREDENTIALS', 'current_password is wrong');
         }
-        reservationId = reservation.id;
+        await db.transaction((tx) => releaseAttempt(tx, reservation.id));
       }
 
       return db.transaction(async (tx) => {
-        if (reservationId !== undefined) await releaseAttempt(tx, reservationId);
         const user = await loadForUpdate(tx, id);
         checkIfMatch(ifMatch, 'user', user.id, user.version, USER_VIEWS);
         const change: { name?: string; email?: string } = {};
