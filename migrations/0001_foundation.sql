@@ -108,6 +108,12 @@ CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
 -- Personal data may be erased (redaction) but never rewritten.
 CREATE TRIGGER audit_personal_data_no_update BEFORE UPDATE ON audit_personal_data
   FOR EACH ROW EXECUTE FUNCTION audit_append_only();
+-- ALWAYS: the refusals hold even in a session with session_replication_role = replica, a
+-- superuser's way of skipping ordinary triggers without any DDL. The stamp stays an ordinary
+-- trigger so that a logical replica keeps the publisher's values.
+ALTER TABLE audit_log ENABLE ALWAYS TRIGGER audit_log_no_update;
+ALTER TABLE audit_log ENABLE ALWAYS TRIGGER audit_log_no_truncate;
+ALTER TABLE audit_personal_data ENABLE ALWAYS TRIGGER audit_personal_data_no_update;
 
 -- The outbox: events written in the same transaction as their change, delivered after
 -- commit and replayed from here for 24 hours.
