@@ -55,6 +55,35 @@ function withDatabase(base: string, name: string): string {
   return u.toString();
 }
 
+export const SERVICE_LOGIN = 'teamlog_test_service';
+
+/**
+ * Creates (once per cluster) the login the tests' services use. Roles are cluster-wide and
+ * test files run in parallel, so a concurrent creation or grant is retried.
+ */
+async function ensureServiceLogin(): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    const c = new pg.Client({ connectionString: PG_BASE_URL });
+    await c.connect();
+    try {
+      await c.query(`DO $$ BEGIN
+        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${SERVICE_LOGIN}') THEN
+          CREATE ROLE ${SERVICE_LOGIN} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
+        END IF;
+        IF NOT pg_has_role('${SERVICE_LOGIN}', '${APP_ROLE}', 'MEMBER') THEN
+          GRANT ${APP_ROLE} TO ${SERVICE_LOGIN};
+        END IF;
+      END $$`);
+      return;
+    } catch (err) {
+      if (attempt >= 5) throw err;
+      await new Promise((r) => setTimeout(r, 50 * (attempt + 1)));
+    } finally {
+      await c.end();
+    }
+  }
+}
+
 /** A fresh, migrated database: in-memory PGlite, or a new PostgreSQL database. */
 export async function createTestDatabase(onError: (err: unknown) => void = () => {}): Promise<TestDatabase> {
   if (!onPostgres) {
@@ -69,7 +98,11 @@ export async function createTestDatabase(onError: (err: unknown) => void = () =>
   await admin.end();
   const url = withDatabase(PG_BASE_URL, name);
   await migratePostgres(url);
-  const db = createPostgresDatabase({ url, poolSize: 10, role: APP_ROLE, onError });
+  // The service logs in as a non-superuser that is only a member of teamlog_app, as the
+  // README tells production to: a superuser login could SET ROLE NONE out of the role.
+  await ensureServiceLogin();
+  const serviceUrl = Object.assign(new URL(url), { username: SERVICE_LOGIN, password: '' }).toString();
+  const db = createPostgresDatabase({ url: serviceUrl, poolSize: 10, role: APP_ROLE, onError });
   const owner = createPostgresDatabase({ url, poolSize: 3, onError });
   return {
     db,
