@@ -67,6 +67,20 @@ export async function countOwners(q: Queryable, projectId: number): Promise<numb
   return rows[0]!.n;
 }
 
+/**
+ * Locks (FOR UPDATE, in id order) every project the user is an OWNER of: the same row lock
+ * that member changes take before counting OWNERs, so a co-OWNER stepping down and this
+ * user's deletion cannot both pass their last-OWNER checks at once.
+ */
+export async function lockProjectsOwnedBy(q: Queryable, userId: number): Promise<void> {
+  await q.query(
+    `SELECT p.id FROM projects p
+      WHERE p.id IN (SELECT project_id FROM project_members WHERE user_id = $1 AND role = 'OWNER')
+      ORDER BY p.id FOR UPDATE OF p`,
+    [userId],
+  );
+}
+
 /** Projects where the user is the only OWNER (they block the user's deletion). */
 export async function projectsSolelyOwnedBy(q: Queryable, userId: number): Promise<Array<{ id: number; name: string }>> {
   return q.query<{ id: number; name: string }>(

@@ -6,10 +6,13 @@ import { addEvents } from '../outbox/outbox.js';
 import { taskEvent } from '../tasks/tasks.presenter.js';
 import { TASK_COLUMNS, type TaskRow } from '../tasks/tasks.repository.js';
 import type { UserDeletionStep } from '../users/user-deletion.js';
-import { projectsSolelyOwnedBy } from './projects.repository.js';
+import { lockProjectsOwnedBy, projectsSolelyOwnedBy } from './projects.repository.js';
 
 /** A user who is some project's only OWNER cannot be deleted until ownership is handed over. */
 export const refuseSoleOwner: UserDeletionStep = async (tx, user) => {
+  // Without the lock, a co-OWNER leaving (or stepping down) concurrently counts this user as
+  // the other OWNER while this check counts them: both pass and the project has none left.
+  await lockProjectsOwnedBy(tx, user.id);
   const projects = await projectsSolelyOwnedBy(tx, user.id);
   if (projects.length > 0) {
     throw conflict('LAST_OWNER', `The user is the only OWNER of ${projects.map((p) => `"${p.name}" (${p.id})`).join(', ')}; hand over or delete these projects first`, {
