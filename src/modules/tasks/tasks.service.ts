@@ -48,7 +48,9 @@ export function createTasksService(deps: Deps) {
 
     async list(actor: Actor, query: { project_id?: number; assignee_id?: number; status?: TaskStatus; q?: string; limit?: number; cursor?: string }) {
       const page = pageRequest(query);
-      const rows = await repo.listTasks(db, { ...query, memberId: actor.role === 'ADMIN' ? null : actor.id }, page.beforeId, page.limit);
+      // An empty or blank search (`?q=`) is no filter, not a search that matches nothing.
+      const q = query.q?.trim() || undefined;
+      const rows = await repo.listTasks(db, { ...query, q, memberId: actor.role === 'ADMIN' ? null : actor.id }, page.beforeId, page.limit);
       return { rows, page };
     },
 
