@@ -130,6 +130,13 @@ const rows: Row[] = [
   { route: 'GET /projects/:id/members', as: 'admin', method: 'GET', path: (w) => `/api/v1/projects/${P(w)}/members`, status: 200,
     expect: (_w, res) => assert.equal(res.body.data.length, 2) },
 
+  { route: 'GET /projects/:id/members/:userId', as: 'outsider', method: 'GET', path: (w) => `/api/v1/projects/${P(w)}/members/${who.member.id}`, status: 404 },
+  { route: 'GET /projects/:id/members/:userId', as: 'member', method: 'GET', path: (w) => `/api/v1/projects/${P(w)}/members/${who.owner.id}`, status: 200,
+    expect: (_w, res) => assert.deepEqual([res.body.user_id, res.body.role], [who.owner.id, 'OWNER']) },
+  { route: 'GET /projects/:id/members/:userId', as: 'admin', method: 'GET', path: (w) => `/api/v1/projects/${P(w)}/members/${who.member.id}`, status: 200,
+    expect: (_w, res) => assert.deepEqual([res.body.user_id, res.body.role], [who.member.id, 'MEMBER']) },
+  { route: 'GET /projects/:id/members/:userId', as: 'member', method: 'GET', path: (w) => `/api/v1/projects/${P(w)}/members/${who.outsider.id}`, status: 404, note: 'not a member' },
+
   // adding a member
   { route: 'PUT /projects/:id/members/:userId (new)', as: 'outsider', method: 'PUT', path: (w) => `/api/v1/projects/${P(w)}/members/${spare.id}`,
     body: () => ({ role: 'MEMBER' }), status: 404, denied: { action: 'ADD_PROJECT_MEMBER', type: 'PROJECT', id: P } },
@@ -324,7 +331,7 @@ describe('the access matrix of the team domain', () => {
     const routes = new Set<string>();
     const teamRoutes = [
       'GET /projects', 'POST /projects', 'GET /projects/:id', 'PUT /projects/:id', 'DELETE /projects/:id',
-      'GET /projects/:id/members', 'PUT /projects/:id/members/:userId', 'DELETE /projects/:id/members/:userId',
+      'GET /projects/:id/members', 'GET /projects/:id/members/:userId', 'PUT /projects/:id/members/:userId', 'DELETE /projects/:id/members/:userId',
       'GET /tasks', 'POST /tasks', 'GET /tasks/:id', 'PUT /tasks/:id', 'PUT /tasks/:id/assignee', 'PUT /tasks/:id/status', 'DELETE /tasks/:id',
       'GET /posts', 'POST /posts', 'GET /posts/:id', 'DELETE /posts/:id', 'PUT /posts/:id/like', 'DELETE /posts/:id/like',
       'GET /messages', 'POST /messages',

@@ -422,6 +422,10 @@ describe('project members', () => {
     assert.equal(res.body.role, 'MEMBER');
     assert.match(res.body.added_at, /Z$/);
     assert.equal(res.headers.get('location'), `/api/v1/projects/${p.id}/members/${bob.id}`);
+    // The Location can be read back.
+    const located = await bob.client.get(res.headers.get('location')!, { token: bob.token });
+    assert.equal(located.status, 200, located.text);
+    assert.deepEqual(located.body, res.body);
     assert.equal(await memberRoleOf(p.id, bob.id), 'MEMBER');
     assert.equal((await getProject(alice, p.id)).body.member_count, 2);
 

@@ -27,6 +27,7 @@ export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesServi
   app.post('/messages', {
     schema: {
       tags: ['messages'], summary: 'Send a message to a room you may use (default general)', security,
+      description: 'Answers 201 with the stored message but no Location header: messages have no URL of their own; read them with GET /messages?room=.',
       body: Type.Object({ text: Text(2000), room: Type.Optional(Room) }, { additionalProperties: false }),
       response: { 201: Message, ...errorResponses(400, 401, 404) },
     },

@@ -81,6 +81,14 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     },
   });
 
+  app.get('/projects/:id/members/:userId', {
+    schema: { tags: ['projects'], summary: 'One member of a project (members and ADMINs)', security, params: MemberParams, response: { 200: Member, ...errorResponses(400, 401, 404) } },
+    handler: async (request) => {
+      const member = await projects.member(authedContext(request), request.params.id, request.params.userId);
+      return { user_id: member.user_id, role: member.role, added_at: member.added_at };
+    },
+  });
+
   app.put('/projects/:id/members/:userId', {
     schema: {
       tags: ['projects'],

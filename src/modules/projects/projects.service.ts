@@ -95,6 +95,13 @@ export function createProjectsService(deps: Deps) {
       return { rows, page };
     },
 
+    async member(ctx: Ctx, id: number, userId: number): Promise<repo.MemberRow> {
+      await load(ctx, id);
+      const rows = await db.query<repo.MemberRow>('SELECT user_id, role, added_at FROM project_members WHERE project_id = $1 AND user_id = $2', [id, userId]);
+      if (!rows[0]) throw notFound('Member');
+      return rows[0];
+    },
+
     /** Adds a member (201) or changes their role (200); setting the same role changes nothing. */
     async setMember(ctx: Ctx, id: number, userId: number, role: ProjectRole, ifMatch: IfMatch): Promise<{ created: boolean; member: repo.MemberRow; project: ProjectRow }> {
       const existingRole = await repo.memberRole(db, id, userId);

@@ -16,8 +16,14 @@ export interface UserRow {
 
 const COLUMNS = 'id, email, name, password_hash, role, active, version, created_at, updated_at';
 
+/**
+ * forUpdate locks the row FOR NO KEY UPDATE: enough to serialize changes to the user, while
+ * rows that merely reference the user (a task assigned to them) can still be written. A
+ * stronger lock would make such a write wait, then fail on its foreign key if the user is
+ * deleted meanwhile; the DELETE itself takes the full lock when it runs.
+ */
 export async function findUserById(q: Queryable, id: number, opts: { forUpdate?: boolean } = {}): Promise<UserRow | undefined> {
-  const rows = await q.query<UserRow>(`SELECT ${COLUMNS} FROM users WHERE id = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [id]);
+  const rows = await q.query<UserRow>(`SELECT ${COLUMNS} FROM users WHERE id = $1${opts.forUpdate ? ' FOR NO KEY UPDATE' : ''}`, [id]);
   return rows[0];
 }
 
