@@ -6,7 +6,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { trustedNetworks } from './config.js';
 import type { Deps } from './deps.js';
 import { API_PREFIX, registerConventions, requestId, rewriteUrl } from './http/conventions.js';
-import { registerErrorHandler } from './http/error-handler.js';
+import { clientErrorHandler, frameworkErrors, registerErrorHandler } from './http/error-handler.js';
 import { AppError } from './http/errors.js';
 import { registerIdempotency } from './http/idempotency.js';
 import { createValidatorCompiler } from './http/validation.js';
@@ -35,6 +35,8 @@ export async function buildApp(deps: Deps, services: Services) {
     bodyLimit: BODY_LIMIT,
     trustProxy: trustedNetworks(config.trustProxy),
     return503OnClosing: true,
+    frameworkErrors,
+    clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(createValidatorCompiler());

@@ -4,7 +4,9 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Config } from './config.js';
+import { ConfigError, type Config } from './config.js';
+
+const MIN_JWT_SECRET = 32;
 
 export interface Secrets {
   /** HS256 key for access tokens. */
@@ -29,10 +31,15 @@ export function readOrCreateSecretFile(dataDir: string, name: string, make: () =
 export function loadSecrets(config: Config, warn: (msg: string) => void): Secrets {
   let jwtSecret = config.jwtSecret;
   if (!jwtSecret) {
+    const file = path.join(config.dataDir, 'jwt-secret');
     const { value, created } = readOrCreateSecretFile(config.dataDir, 'jwt-secret', () => randomBytes(48).toString('base64url'));
+    // The same floor as for JWT_SECRET: a hand-edited or truncated file must not weaken the tokens.
+    if (value.length < MIN_JWT_SECRET) {
+      throw new ConfigError(`${file} holds fewer than ${MIN_JWT_SECRET} characters; delete it to have a new one generated, or set JWT_SECRET`);
+    }
     jwtSecret = value;
     warn(
-      `JWT_SECRET is not set: ${created ? 'generated' : 'using'} ${path.join(config.dataDir, 'jwt-secret')}. ` +
+      `JWT_SECRET is not set: ${created ? 'generated' : 'using'} ${file}. ` +
         'Set JWT_SECRET to the same value on every instance when you run more than one.',
     );
   }

@@ -7,6 +7,7 @@ import { loadConfig } from './config.js';
 import { openDatabase } from './db/open.js';
 import { ensureFirstAdmin } from './first-admin.js';
 import { createLogger } from './logger.js';
+import { lockDataDir } from './ops/data-dir-lock.js';
 import { findUserByEmail } from './modules/users/users.repository.js';
 import type { UserRow } from './modules/users/users.repository.js';
 import type { TaskStatus } from './modules/tasks/task-status.js';
@@ -35,6 +36,8 @@ const STATUSES = Object.keys(PATHS) as TaskStatus[];
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel);
+  // The embedded database is one process's alone: a running server holds it.
+  if (!config.databaseUrl) lockDataDir(config.dataDir);
   const db = await openDatabase(config, (err) => log.error({ err }, 'database error'));
   try {
     const deps = createDeps(config, db, log);

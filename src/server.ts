@@ -1,32 +1,37 @@
 // Process entry: configuration, database, first ADMIN, listen, graceful shutdown.
 import path from 'node:path';
 import { existsSync } from 'node:fs';
+import type { ServerResponse } from 'node:http';
 import { ConfigError, loadConfig } from './config.js';
-import { openDatabase } from './db/open.js';
+import { openDatabase, superuserLoginWarning } from './db/open.js';
 import { ensureFirstAdmin } from './first-admin.js';
 import { createLogger } from './logger.js';
+import { lockDataDir } from './ops/data-dir-lock.js';
 import { scheduleMaintenance } from './ops/maintenance.js';
 import { createApp, createDeps } from './runtime.js';
 
 const SHUTDOWN_DEADLINE_MS = 10_000;
 
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(`Configuration error: ${err.message}`);
-      process.exit(2);
-    }
-    throw err;
-  }
+  const config = loadConfig();
   const log = createLogger(config.logLevel);
+  // The embedded database is one process's alone (released at exit); PostgreSQL is shared.
+  if (!config.databaseUrl) lockDataDir(config.dataDir);
   const db = await openDatabase(config, (err) => log.error({ err }, 'database connection error'));
+  const superuser = await superuserLoginWarning(db);
+  if (superuser) log.warn(superuser);
   const deps = createDeps(config, db, log);
   const admin = await ensureFirstAdmin(deps);
   const { app } = await createApp(deps);
   const stopMaintenance = scheduleMaintenance(db, log);
+
+  // Responses in progress: at shutdown their clients are told to close the connection, or a
+  // keep-alive connection would hold the server open long after its last response.
+  const inFlight = new Set<ServerResponse>();
+  app.server.on('request', (_req, res: ServerResponse) => {
+    inFlight.add(res);
+    res.on('close', () => inFlight.delete(res));
+  });
 
   const address = await app.listen({ port: config.port, host: config.host });
   const base = address.replace('0.0.0.0', '127.0.0.1');
@@ -40,7 +45,7 @@ async function main(): Promise<void> {
         : `First ADMIN created: ${admin.email} with the password from ADMIN_PASSWORD. Log in with POST ${base}/api/v1/auth/login`,
     );
   } else if (existsSync(passwordFile)) {
-    log.info(`Log in with POST ${base}/api/v1/auth/login; the first ADMIN's generated password is in ${passwordFile}`);
+    log.info(`Log in with POST ${base}/api/v1/auth/login; the first ADMIN's generated password is in ${passwordFile} (delete the file once you have changed it)`);
   } else {
     log.info(`Log in with POST ${base}/api/v1/auth/login {"email": …, "password": …}`);
   }
@@ -55,6 +60,10 @@ async function main(): Promise<void> {
       process.exit(1);
     }, SHUTDOWN_DEADLINE_MS);
     deadline.unref();
+    for (const res of inFlight) if (!res.headersSent) res.setHeader('connection', 'close');
+    // Connections that go idle while closing (a response already under way) are closed too.
+    const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
+    sweep.unref();
     try {
       stopMaintenance();
       await app.close();
@@ -70,6 +79,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
+  if (err instanceof ConfigError) {
+    console.error(`Configuration error: ${err.message}`);
+    process.exit(2);
+  }
   console.error('Teamlog failed to start:', err instanceof Error ? err.message : err);
   process.exit(1);
 });

@@ -185,7 +185,6 @@ describe('records', () => {
 
 test(
   'refuses ids written in other notations than a decimal integer (1e3, 0x10, +5, 1.0) with 400',
-  { todo: 'src/http/schemas.ts IdParams: Ajv coercion turns "1e3", "0x10", "+5", " 5" and "1.0" into numbers; see report' },
   async () => {
     for (const id of ['1e3', '0x10', '+5', '%205', '1.0', '0b11']) {
       const res = await admin.client.get(`/api/v1/audit-logs/${id}`, { token: admin.token });

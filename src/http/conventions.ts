@@ -2,7 +2,7 @@
 // version, content negotiation, Cache-Control, ETag/304, and 404 vs 405 for unknown routes.
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AppError } from './errors.js';
+import { AppError, invalid } from './errors.js';
 import { sendProblem } from './error-handler.js';
 
 export const API_PREFIX = '/api/v1';
@@ -17,7 +17,8 @@ export function requestId(req: { headers: Record<string, string | string[] | und
 
 /** `/api/<rest>` is served as the current version, `/api/v1/<rest>`. */
 export function rewriteUrl(url: string): string {
-  if (url.startsWith('/api/') && !url.startsWith('/api/v1/') && !url.startsWith('/api/v1?')) {
+  if (url === API_PREFIX || url.startsWith(`${API_PREFIX}/`) || url.startsWith(`${API_PREFIX}?`)) return url;
+  if (url.startsWith('/api/')) {
     return API_PREFIX + url.slice(4);
   }
   if (url === '/api' || url.startsWith('/api?')) return API_PREFIX + url.slice(4);
@@ -42,7 +43,42 @@ export function etagMatches(header: string | undefined, etag: string): boolean {
   return header.split(',').some((t) => bare(t) === bare(etag));
 }
 
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+/** Query strings of /api routes that declare none: any parameter is unknown, hence 400. */
+const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false };
+
+/** A route that declares no body takes none: nothing, or an empty object, and nothing else. */
+async function refuseBody(request: FastifyRequest): Promise<void> {
+  const body: unknown = request.body;
+  if (body === undefined) return;
+  if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
+    const [first] = Object.keys(body);
+    if (first === undefined) return;
+    throw invalid(`/${first}`, 'is not allowed');
+  }
+  throw new AppError(400, 'VALIDATION_FAILED', 'This route takes no body', { errors: [{ field: '/', message: 'must be empty', in: 'body' }] });
+}
+
+type Hook = (request: FastifyRequest) => Promise<void>;
+
 export function registerConventions(app: FastifyInstance): void {
+  // Only JSON is parsed: anything else (text/plain included) is 415, never silently ignored.
+  if (app.hasContentTypeParser('text/plain')) app.removeContentTypeParser('text/plain');
+
+  // Unknown query parameters and body fields are 400 on every /api route, including the
+  // ones whose schema declares no query string or no body (API.md section 1).
+  app.addHook('onRoute', (route) => {
+    if (!route.url.startsWith(`${API_PREFIX}/`)) return;
+    const schema = (route.schema ?? {}) as Record<string, unknown>;
+    if (schema.querystring === undefined) route.schema = { ...schema, querystring: NO_QUERY };
+    const methods = ([] as string[]).concat(route.method);
+    if (schema.body === undefined && methods.some((m) => BODY_METHODS.has(m))) {
+      const existing = route.preValidation;
+      const hooks = (existing === undefined ? [] : ([] as unknown[]).concat(existing)) as Hook[];
+      route.preValidation = [refuseBody, ...hooks] as typeof route.preValidation;
+    }
+  });
+
   // Route patterns by method, for telling 405 (path exists, other method) from 404.
   const routes: Array<{ re: RegExp; methods: Set<string> }> = [];
   app.addHook('onRoute', (route) => {

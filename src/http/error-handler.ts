@@ -1,5 +1,7 @@
 // The one place that turns any error into RFC 9457 problem+json. A 5xx body never carries a
 // stack trace, SQL or driver message; the log keeps them, tied to the request id.
+import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isUnavailableError, pgErrorCode } from '../db/database.js';
 import { AppError, TITLES, unavailable, type FieldError } from './errors.js';
@@ -86,11 +88,17 @@ const FASTIFY_CODES: Record<string, [number, string, string]> = {
   FST_ERR_CTP_INVALID_JSON_BODY: [400, 'MALFORMED_JSON', 'The body is not valid JSON'],
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'VALIDATION_FAILED', 'Content-Length does not match the body'],
   FST_ERR_BAD_URL: [400, 'VALIDATION_FAILED', 'The URL is malformed'],
+  FST_ERR_MAX_PARAM_LENGTH: [400, 'VALIDATION_FAILED', 'A path segment is too long'],
   FST_ERR_ASYNC_CONSTRAINT: [400, 'VALIDATION_FAILED', 'The request is malformed'],
 };
 
 /** Driver errors that mean the input could not be represented, not that the code is wrong. */
 const INPUT_PG_CODES = new Set(['22P05', '22021', '22003', '22P02', '22007', '22008', '54000']);
+/**
+ * A race the transaction lost (a referenced row deleted meanwhile, a deadlock, a
+ * serialization failure): the whole transaction rolled back, so a retry is safe.
+ */
+const CONCURRENCY_PG_CODES = new Set(['23503', '40P01', '40001']);
 
 export function toAppError(err: unknown): AppError | undefined {
   if (err instanceof AppError) return err;
@@ -104,6 +112,11 @@ export function toAppError(err: unknown): AppError | undefined {
   if (isUnavailableError(err)) return unavailable();
   const pgCode = pgErrorCode(err);
   if (pgCode && INPUT_PG_CODES.has(pgCode)) return new AppError(400, 'VALIDATION_FAILED', 'A value in the request cannot be stored');
+  if (pgCode && CONCURRENCY_PG_CODES.has(pgCode)) {
+    return new AppError(409, 'CONFLICT', 'Something this request depends on changed at the same moment; nothing was written. Retry.', {
+      headers: { 'retry-after': '1' },
+    });
+  }
   if (e && typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
     return new AppError(e.statusCode, e.statusCode === 404 ? 'NOT_FOUND' : 'VALIDATION_FAILED', e.message);
   }
@@ -121,4 +134,43 @@ export function registerErrorHandler(app: FastifyInstance): void {
     request.log.error({ err }, 'unhandled error');
     return sendProblem(request, reply, new AppError(500, 'INTERNAL', 'An unexpected error occurred. It has been logged with the request id.'));
   });
+}
+
+/**
+ * Fastify's `frameworkErrors` option: errors raised before routing (a malformed URL such as
+ * `/api/v1/users/%zz`, an over-long path segment) skip every hook, so this handler adds the
+ * headers every response carries and answers problem+json like any other error.
+ */
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('api-version', '1').header('x-request-id', request.id);
+  sendProblem(request, reply, toAppError(error) ?? new AppError(400, 'VALIDATION_FAILED', 'The request is malformed'));
+}
+
+const CLIENT_ERRORS: Record<string, [number, string, string]> = {
+  HPE_HEADER_OVERFLOW: [431, 'HEADERS_TOO_LARGE', 'The request line and headers are larger than the server accepts'],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'REQUEST_TIMEOUT', 'The request took too long to arrive'],
+};
+
+/**
+ * Fastify's `clientErrorHandler` option: requests Node's HTTP parser refuses (huge or invalid
+ * headers) never reach Fastify. They still get problem+json with API-Version and a request id.
+ */
+export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, code, detail] = CLIENT_ERRORS[err.code ?? ''] ?? [400, 'VALIDATION_FAILED', 'The request is not valid HTTP'];
+  const id = randomUUID();
+  const body = JSON.stringify({ type: problemType(code), title: TITLES[status] ?? 'Error', status, detail, code, request_id: id });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${TITLES[status] ?? 'Error'}\r\n` +
+        'Content-Type: application/problem+json; charset=utf-8\r\n' +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+        'Cache-Control: no-store\r\n' +
+        'API-Version: 1\r\n' +
+        `X-Request-Id: ${id}\r\n` +
+        'Connection: close\r\n\r\n' +
+        body,
+    );
+  }
+  socket.destroy(err);
 }

@@ -33,6 +33,7 @@ export const TITLES: Record<number, string> = {
   404: 'Not found',
   405: 'Method not allowed',
   406: 'Not acceptable',
+  408: 'Request timeout',
   409: 'Conflict',
   412: 'Precondition failed',
   413: 'Payload too large',

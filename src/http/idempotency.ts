@@ -15,6 +15,17 @@ declare module 'fastify' {
 }
 
 export const IDEMPOTENCY_TTL_HOURS = 24;
+const ABANDONED_CLAIM_MINUTES = 5;
+
+/** The same fields in another order are the same request. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
 const REPLAYED_HEADERS = ['content-type', 'location', 'etag'];
 
 export function registerIdempotency(app: FastifyInstance, db: Database): void {
@@ -29,7 +40,7 @@ export function registerIdempotency(app: FastifyInstance, db: Database): void {
     }
     const scope = request.actor ? `user:${request.actor.id}` : `ip:${request.ip}`;
     const path = requestPath(request);
-    const requestHash = createHash('sha256').update(JSON.stringify(request.body ?? null)).digest('hex');
+    const requestHash = createHash('sha256').update(canonicalJson(request.body ?? null)).digest('hex');
 
     // Claim the key; an expired claim (over 24 h old) is taken over as if absent.
     const claimed = await db.query(
@@ -37,8 +48,11 @@ export function registerIdempotency(app: FastifyInstance, db: Database): void {
        ON CONFLICT (scope, method, path, key) DO UPDATE
          SET request_hash = EXCLUDED.request_hash, status_code = NULL, response_headers = NULL, response_body = NULL, created_at = now()
          WHERE idempotency_keys.created_at < now() - make_interval(hours => $5)
+            -- A claim never completed (its process died mid-request) is abandoned after
+            -- longer than any request can run, instead of blocking the key for 24 h.
+            OR (idempotency_keys.status_code IS NULL AND idempotency_keys.created_at < now() - make_interval(mins => $6))
        RETURNING 1`,
-      [scope, path, key, requestHash, IDEMPOTENCY_TTL_HOURS],
+      [scope, path, key, requestHash, IDEMPOTENCY_TTL_HOURS, ABANDONED_CLAIM_MINUTES],
     );
     if (claimed.length === 1) {
       request.idempotency = { scope, path, key };

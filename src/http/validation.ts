@@ -2,7 +2,7 @@
 // values are coerced ("7" → 7, a single ?action= → [action]); JSON bodies are not, so a
 // wrong type in a body is a 400, never silently converted. Neither removes unknown fields:
 // schemas say additionalProperties: false and unknown fields are rejected.
-import { Ajv, type Options } from 'ajv';
+import { Ajv, type Options, type ValidateFunction } from 'ajv';
 import * as addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
 
@@ -25,8 +25,45 @@ function build(opts: Options): Ajv {
   return ajv;
 }
 
+interface ObjectSchema {
+  properties?: Record<string, { type?: unknown; items?: { type?: unknown } }>;
+}
+
+const DECIMAL_INTEGER = /^-?[0-9]+$/;
+
+/**
+ * Coercion would read "1e3", "0x10", "+5", " 5" or "1.0" as integers (Number() does). An id or
+ * a count in a path or query string must be written as a plain decimal integer, so the
+ * textual parts check the raw text of integer fields before Ajv coerces it.
+ */
+function decimalIntegersOnly(schema: object, validate: ValidateFunction): ValidateFunction {
+  const fields = Object.entries((schema as ObjectSchema).properties ?? {}).filter(
+    ([, s]) => s.type === 'integer' || (s.type === 'array' && s.items?.type === 'integer'),
+  );
+  if (fields.length === 0) return validate;
+  const checked = ((data: unknown) => {
+    if (data !== null && typeof data === 'object') {
+      for (const [name] of fields) {
+        const raw = (data as Record<string, unknown>)[name];
+        const values = Array.isArray(raw) ? raw : [raw];
+        const i = values.findIndex((v) => typeof v === 'string' && !DECIMAL_INTEGER.test(v));
+        if (i >= 0) {
+          const instancePath = Array.isArray(raw) ? `/${name}/${i}` : `/${name}`;
+          checked.errors = [{ instancePath, schemaPath: '', keyword: 'type', params: { type: 'integer' }, message: 'must be integer' }];
+          return false;
+        }
+      }
+    }
+    const ok = validate(data);
+    checked.errors = validate.errors;
+    return ok;
+  }) as ValidateFunction;
+  return checked;
+}
+
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   const bodies = build({ coerceTypes: false });
   const textual = build({ coerceTypes: 'array' });
-  return ({ schema, httpPart }) => (httpPart === 'body' ? bodies : textual).compile(schema as object);
+  return ({ schema, httpPart }) =>
+    httpPart === 'body' ? bodies.compile(schema as object) : decimalIntegersOnly(schema as object, textual.compile(schema as object));
 }

@@ -1,0 +1,183 @@
+// The `teamlog` command (bin/teamlog.js runs the compiled dist/cli.js). It reads the same
+// environment as the server and runs the same code: loadConfig, the migrations, createDeps,
+// the users repository and the audit writer. Exit codes: 0 done, 1 refused or failed,
+// 2 a usage or configuration error.
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import type { FastifyBaseLogger } from 'fastify';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { DataDirLockedError, lockDataDir } from './ops/data-dir-lock.js';
+
+// Each command imports what it needs when it runs, so that --help and usage errors answer at
+// once instead of first loading the database drivers and the whole app.
+
+/** A refusal the operator can act on: printed without a stack trace, exit code 1. */
+class CliError extends Error {}
+/** Wrong command line: printed with the command's usage, exit code 2. */
+class UsageError extends Error {}
+
+interface Command {
+  usage: string;
+  summary: string;
+  details: string;
+  run(args: string[]): Promise<void>;
+}
+
+const out = (line: string) => process.stdout.write(`${line}\n`);
+
+/** Warnings of the shared runtime (e.g. "JWT_SECRET is not set") as plain lines on stderr. */
+async function cliLogger(): Promise<FastifyBaseLogger> {
+  const { pino } = await import('pino');
+  const log: FastifyBaseLogger = pino(
+    { level: 'warn', base: undefined, timestamp: false },
+    { write: (line: string) => void process.stderr.write(`teamlog: ${(JSON.parse(line) as { msg?: string }).msg ?? line.trim()}\n`) },
+  );
+  return log;
+}
+
+function databaseLabel(config: Config, url: string | undefined): string {
+  if (!url) return `the embedded database in ${path.join(config.dataDir, 'pglite')}`;
+  const u = new URL(url);
+  return `PostgreSQL ${u.hostname}${u.port ? `:${u.port}` : ''}${u.pathname}`; // never the password
+}
+
+function options<T extends Record<string, { type: 'string' | 'boolean' }>>(args: string[], spec: T) {
+  try {
+    return parseArgs({ args, options: spec, strict: true, allowPositionals: false }).values;
+  } catch (err) {
+    throw new UsageError((err as Error).message.split('. ')[0]!);
+  }
+}
+
+const COMMANDS: Record<string, Command> = {
+  migrate: {
+    usage: 'teamlog migrate',
+    summary: 'Apply pending schema migrations and list what was applied',
+    details:
+      'Migrates MIGRATION_DATABASE_URL (an owner connection), else DATABASE_URL, else the embedded\n' +
+      'database under DATA_DIR. Running it again applies nothing. The server also migrates at start.',
+    async run(args) {
+      options(args, {});
+      const config = loadConfig();
+      const url = config.migrationDatabaseUrl ?? config.databaseUrl;
+      const { databaseSession, migrate, migratePostgres } = await import('./db/migrate.js');
+      let applied: string[];
+      if (url) {
+        applied = await migratePostgres(url);
+      } else {
+        // The same directory openDatabase() uses for the embedded database.
+        const { createPgliteDatabase } = await import('./db/pglite.js');
+        const unlock = lockDataDir(config.dataDir);
+        const db = await createPgliteDatabase(path.join(config.dataDir, 'pglite'), () => {});
+        try {
+          applied = await migrate(databaseSession(db));
+        } finally {
+          await db.close();
+          unlock();
+        }
+      }
+      const where = databaseLabel(config, url);
+      if (applied.length === 0) out(`Nothing to apply: ${where} is up to date.`);
+      else out(`Applied ${applied.length} migration${applied.length === 1 ? '' : 's'} to ${where}:\n${applied.map((v) => `  ${v}`).join('\n')}`);
+    },
+  },
+
+  'create-admin': {
+    usage: 'teamlog create-admin --email <email> [--name <name>]',
+    summary: 'Create an ADMIN user (audited as CREATE_USER with no actor)',
+    details:
+      'The password is taken from ADMIN_PASSWORD (at least 10 characters) and is never printed;\n' +
+      'when ADMIN_PASSWORD is unset, a random one is generated and printed once. Refuses an email\n' +
+      'that is already taken (exit code 1).',
+    async run(args) {
+      const opts = options(args, { email: { type: 'string' }, name: { type: 'string' } });
+      if (opts.email === undefined) throw new UsageError('--email is required');
+      const [{ Value }, { Email, NewPassword }, { UserName }] = await Promise.all([
+        import('typebox/value'), import('./http/schemas.js'), import('./modules/users/users.schemas.js'),
+      ]);
+      const email = opts.email.trim().toLowerCase();
+      const name = (opts.name ?? 'Administrator').trim();
+      if (!Value.Check(Email, email)) throw new CliError(`"${opts.email}" is not an email address`);
+      if (!Value.Check(UserName, name)) throw new CliError('--name must have 1 to 100 characters');
+      const config = loadConfig();
+      const [{ openDatabase }, { createDeps }, { generatePassword, insertAdmin }, { hashPassword }] = await Promise.all([
+        import('./db/open.js'), import('./runtime.js'), import('./first-admin.js'), import('./modules/auth/passwords.js'),
+      ]);
+      const generated = config.adminPassword === undefined;
+      const password = config.adminPassword ?? generatePassword();
+      if (!Value.Check(NewPassword, password)) throw new ConfigError('ADMIN_PASSWORD must have 10 to 1024 characters and no NUL');
+
+      const log = await cliLogger();
+      const unlock = config.databaseUrl ? () => {} : lockDataDir(config.dataDir);
+      const db = await openDatabase(config, (err) => log.warn(`database connection error: ${(err as Error).message}`));
+      try {
+        const { audit } = createDeps(config, db, log);
+        const passwordHash = await hashPassword(password);
+        const requestId = `cli-${randomUUID()}`;
+        const user = await db.transaction((tx) => insertAdmin(tx, audit, { email, name, passwordHash }, { requestId, via: 'cli' }));
+        if (!user) throw new CliError(`a user with the email ${email} already exists; nothing was changed`);
+        out(`Created ADMIN ${user.email} (id ${user.id}) in ${databaseLabel(config, config.databaseUrl)}; audit request id ${requestId}.`);
+        if (generated) out(`Generated password (shown only this once, store it now): ${password}`);
+        else out('The password is the one in ADMIN_PASSWORD.');
+      } finally {
+        await db.close();
+        unlock();
+      }
+    },
+  },
+};
+
+function help(): string {
+  const width = Math.max(...Object.values(COMMANDS).map((c) => c.usage.length));
+  return [
+    'Usage: teamlog <command> [options]',
+    '',
+    'Commands:',
+    ...Object.values(COMMANDS).map((c) => `  ${c.usage.padEnd(width)}  ${c.summary}`),
+    '',
+    'Configuration is read from the environment, as for the server: DATABASE_URL (and',
+    'MIGRATION_DATABASE_URL) for PostgreSQL, else the embedded database under DATA_DIR',
+    '(default ./data). The embedded database allows one process at a time: stop the server first.',
+    '',
+    'Run "teamlog <command> --help" for details.',
+  ].join('\n');
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...args] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    (name === undefined ? process.stderr : process.stdout).write(`${help()}\n`);
+    return name === undefined ? 2 : 0;
+  }
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (!command) {
+    process.stderr.write(`teamlog: unknown command "${name}"\n\n${help()}\n`);
+    return 2;
+  }
+  if (args.includes('--help') || args.includes('-h')) {
+    out(`Usage: ${command.usage}\n\n${command.summary}.\n${command.details}`);
+    return 0;
+  }
+  try {
+    await command.run(args);
+    return 0;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`teamlog ${name}: ${err.message}\nUsage: ${command.usage}\n`);
+      return 2;
+    }
+    if (err instanceof ConfigError) {
+      process.stderr.write(`teamlog ${name}: configuration error: ${err.message}\n`);
+      return 2;
+    }
+    if (err instanceof CliError || err instanceof DataDirLockedError) {
+      process.stderr.write(`teamlog ${name}: ${err.message}\n`);
+      return 1;
+    }
+    process.stderr.write(`teamlog ${name} failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,204 @@
+// The `teamlog` CLI as a child process (`node --import tsx src/cli.ts`, so no build is needed)
+// against a fresh database: embedded PGlite under DATA_DIR, or a new, empty PostgreSQL
+// database on the PostgreSQL pass.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { createPgliteDatabase } from '../src/db/pglite.js';
+import { APP_ROLE, createPostgresDatabase } from '../src/db/postgres.js';
+import { auditRows, Client, login } from './helpers/client.js';
+import { onPostgres, PG_BASE_URL, startTestServer, type TestDatabase, type TestServer } from './helpers/server.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const VERSIONS = readdirSync(path.join(ROOT, 'migrations'))
+  .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
+  .map((f) => f.replace(/\.sql$/, ''))
+  .sort();
+const REQUEST_ID = /\bcli-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/;
+
+interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+let dataDir: string;
+let databaseName: string | undefined;
+let databaseUrl: string | undefined;
+/** Request ids printed by every successful create-admin of this file: the only CLI records there may be. */
+const cliRequestIds = new Set<string>();
+
+/** Runs the CLI with exactly this environment (plus the test database), nothing inherited but PATH and HOME. */
+function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATA_DIR: dataDir, ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+async function createAdmin(email: string, env: Record<string, string> = {}, name?: string): Promise<CliResult & { requestId: string }> {
+  const r = await runCli(['create-admin', '--email', email, ...(name ? ['--name', name] : [])], env);
+  assert.equal(r.code, 0, `create-admin failed:\n${r.stdout}${r.stderr}`);
+  const requestId = REQUEST_ID.exec(r.stdout)?.[0];
+  assert.ok(requestId, `no request id in:\n${r.stdout}`);
+  cliRequestIds.add(requestId);
+  return { ...r, requestId };
+}
+
+/** Starts a test server on the CLI's database (once the CLI is done with it: PGlite allows one process). */
+async function withServer(fn: (server: TestServer) => Promise<void>): Promise<void> {
+  let database: TestDatabase;
+  if (databaseUrl) {
+    const db = createPostgresDatabase({ url: databaseUrl, poolSize: 3, role: APP_ROLE, onError: () => {} });
+    const owner = createPostgresDatabase({ url: databaseUrl, poolSize: 2, onError: () => {} });
+    database = { db, owner, databaseUrl, drop: async () => void (await Promise.all([db.close(), owner.close()])) };
+  } else {
+    const db = await createPgliteDatabase(path.join(dataDir, 'pglite'), () => {});
+    database = { db, owner: db, databaseUrl: undefined, drop: () => db.close() };
+  }
+  try {
+    const server = await startTestServer({ database });
+    try {
+      await fn(server);
+    } finally {
+      await server.close();
+    }
+  } finally {
+    await database.drop();
+  }
+}
+
+const unique = () => randomBytes(4).toString('hex');
+
+before(async () => {
+  dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-cli-'));
+  if (onPostgres) {
+    // An empty database, not a test database: the CLI is the one to migrate it.
+    databaseName = `teamlog_cli_${process.pid}_${unique()}`;
+    const c = new pg.Client({ connectionString: PG_BASE_URL });
+    await c.connect();
+    await c.query(`CREATE DATABASE ${databaseName}`);
+    await c.end();
+    const u = new URL(PG_BASE_URL);
+    u.pathname = `/${databaseName}`;
+    databaseUrl = u.toString();
+  }
+});
+
+after(async () => {
+  if (databaseName) {
+    const c = new pg.Client({ connectionString: PG_BASE_URL });
+    await c.connect();
+    await c.query(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`);
+    await c.end();
+  }
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+// First in this file: it needs the database before anything else has migrated it.
+test('migrate applies every migration to a fresh database, and a second run applies nothing', async () => {
+  const first = await runCli(['migrate']);
+  assert.equal(first.code, 0, first.stderr);
+  for (const v of VERSIONS) assert.ok(first.stdout.includes(v), `${v} not reported as applied:\n${first.stdout}`);
+  assert.match(first.stdout, new RegExp(`Applied ${VERSIONS.length} migration`));
+
+  const second = await runCli(['migrate']);
+  assert.equal(second.code, 0, second.stderr);
+  for (const v of VERSIONS) assert.ok(!second.stdout.includes(v), `${v} applied twice:\n${second.stdout}`);
+  assert.match(second.stdout, /Nothing to apply/);
+});
+
+test('create-admin with ADMIN_PASSWORD creates an ADMIN who can log in, audited as CREATE_USER with no actor and no address, without printing the password', async () => {
+  const email = `boss-${unique()}@example.com`;
+  const password = `cli-password-${unique()}`;
+  const r = await createAdmin(email.toUpperCase(), { ADMIN_PASSWORD: password }, 'The Boss');
+  assert.ok(!r.stdout.includes(password) && !r.stderr.includes(password), 'the password was printed');
+  assert.ok(r.stdout.includes(email), 'the email is not reported lower-cased');
+
+  await withServer(async (server) => {
+    const boss = await login(server, email, password);
+    assert.equal(boss.role, 'ADMIN');
+    const me = await boss.client.get(`/api/v1/users/${boss.id}`, { token: boss.token });
+    assert.equal(me.body.name, 'The Boss');
+
+    const rows = await auditRows(server, `action = 'CREATE_USER' AND resource_id = $1`, [boss.id]);
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0]!.actor_id, null);
+    assert.equal(rows[0]!.ip, null);
+    assert.equal(rows[0]!.result, 'SUCCESS');
+    assert.equal(rows[0]!.resource_type, 'USER');
+    assert.equal(rows[0]!.request_id, r.requestId);
+    const record = await boss.client.get(`/api/v1/audit-logs/${rows[0]!.id}`, { token: boss.token });
+    assert.equal(record.status, 200);
+    assert.equal(record.body.metadata.email, email);
+    assert.equal(record.body.metadata.role, 'ADMIN');
+  });
+});
+
+test('create-admin without ADMIN_PASSWORD prints a generated password once; a second run for that email exits 1 and changes nothing', async () => {
+  const email = `generated-${unique()}@example.com`;
+  const r = await createAdmin(email);
+  const password = /password[^:\n]*: (\S+)\s*$/m.exec(r.stdout)?.[1];
+  assert.ok(password && password.length >= 10, `no generated password in:\n${r.stdout}`);
+  assert.equal(r.stdout.split(password).length - 1, 1, 'the password is printed more than once');
+  assert.ok(!r.stderr.includes(password));
+
+  const otherPassword = `other-password-${unique()}`;
+  const again = await runCli(['create-admin', '--email', email.toUpperCase()], { ADMIN_PASSWORD: otherPassword });
+  assert.equal(again.code, 1);
+  assert.match(again.stderr, /already exists/);
+  assert.ok(again.stderr.includes(email));
+  assert.ok(!again.stdout.includes('Created'));
+
+  await withServer(async (server) => {
+    const admin = await login(server, email, password);
+    assert.equal(admin.role, 'ADMIN');
+    const users = await server.owner.query<{ id: number }>('SELECT id FROM users WHERE email = $1', [email]);
+    assert.deepEqual(users.map((u) => u.id), [admin.id]);
+    // The refused run replaced nothing: its password does not log in.
+    const refused = await new Client(server).post('/api/v1/auth/login', { email, password: otherPassword });
+    assert.equal(refused.status, 401);
+    // Every CLI record in the database is one that a successful run of this file reported.
+    const cliRecords = await server.owner.query<{ request_id: string }>(`SELECT request_id FROM audit_log WHERE request_id LIKE 'cli-%'`);
+    assert.deepEqual(cliRecords.map((row) => row.request_id).sort(), [...cliRequestIds].sort());
+  });
+});
+
+describe('the command line itself', { concurrency: true }, () => {
+  test('create-admin refuses an invalid email with exit code 1', async () => {
+    const r = await runCli(['create-admin', '--email', 'not-an-email'], { ADMIN_PASSWORD: 'long-enough-password' });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /not-an-email.*not an email address/);
+    assert.equal(r.stdout, '');
+  });
+
+  test('create-admin without --email is a usage error (exit code 2) that shows the usage', async () => {
+    const r = await runCli(['create-admin']);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /--email is required/);
+    assert.match(r.stderr, /Usage: teamlog create-admin --email/);
+  });
+
+  test('--help lists the commands and exits 0', async () => {
+    const r = await runCli(['--help']);
+    assert.equal(r.code, 0);
+    assert.match(r.stdout, /^Usage: teamlog <command>/);
+    assert.match(r.stdout, /^ {2}teamlog migrate\b/m);
+    assert.match(r.stdout, /^ {2}teamlog create-admin --email/m);
+  });
+});

@@ -1,0 +1,230 @@
+// Operations endpoints: liveness, readiness (and its recovery after a database outage),
+// Prometheus metrics, the interactive reference and the OpenAPI document.
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { APP_ROLE, createPostgresDatabase } from '../src/db/postgres.js';
+import { runMaintenance } from '../src/ops/maintenance.js';
+import { Client, createUser, loginAdmin } from './helpers/client.js';
+import { createTestDatabase, needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
+
+let server: TestServer;
+before(async () => (server = await startTestServer()));
+after(() => server?.close());
+
+/** A TCP relay to PostgreSQL that a test can cut and restore, to simulate an outage. */
+class TcpProxy {
+  private listener: net.Server | undefined;
+  private readonly sockets = new Set<net.Socket>();
+  constructor(private readonly target: { host: string; port: number }) {}
+
+  /** Listens on 127.0.0.1 (port 0: any free port) and returns the port. */
+  async start(port = 0): Promise<number> {
+    const listener = net.createServer((client) => {
+      const upstream = net.connect(this.target.port, this.target.host);
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.on('close', () => this.sockets.delete(s));
+        s.on('error', () => {
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      client.pipe(upstream).pipe(client);
+    });
+    this.listener = listener;
+    await new Promise<void>((resolve, reject) => {
+      listener.once('error', reject);
+      listener.listen(port, '127.0.0.1', () => resolve());
+    });
+    return (listener.address() as net.AddressInfo).port;
+  }
+
+  /** Refuses new connections and cuts every open one. */
+  async stop(): Promise<void> {
+    const listener = this.listener;
+    this.listener = undefined;
+    for (const s of this.sockets) s.destroy();
+    if (listener) await new Promise<void>((resolve) => listener.close(() => resolve()));
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The /api/v1 routes the app serves, as [METHOD, path] pairs, read from Fastify's route tree. */
+function servedApiRoutes(app: TestServer['app']): Array<[string, string]> {
+  const routes: Array<[string, string]> = [];
+  const stack: string[] = [];
+  for (const line of app.printRoutes({ commonPrefix: false }).split('\n')) {
+    const m = /^((?:│ {3}| {4})*)[├└]── (.+?)(?: \(([^)]*)\))?$/.exec(line);
+    if (!m) continue;
+    const depth = m[1]!.length / 4;
+    const full = (stack[depth - 1] ?? '') + m[2]!;
+    stack[depth] = full;
+    stack.length = depth + 1;
+    for (const method of (m[3] ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+      if (full.startsWith('/api/v1/')) routes.push([method, full]);
+    }
+  }
+  return routes;
+}
+
+describe('health', () => {
+  test('/health/live answers 200', async () => {
+    const res = await new Client(server).get('/health/live');
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body, { status: 'ok' });
+    assert.equal(res.headers.get('cache-control'), 'no-store');
+  });
+
+  test('/health/ready answers 200 while the database is up', async () => {
+    const res = await new Client(server).get('/health/ready');
+    assert.equal(res.status, 200);
+    assert.equal(res.body.status, 'ready');
+    assert.equal(res.body.database, server.db.kind);
+  });
+
+  test('answers 503 UNAVAILABLE with Retry-After while PostgreSQL is unreachable, and becomes ready again by itself', { skip: needsPostgres }, async () => {
+    const database = await createTestDatabase();
+    const target = new URL(database.databaseUrl!);
+    const proxy = new TcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    const port = await proxy.start();
+    const proxied = new URL(database.databaseUrl!);
+    proxied.hostname = '127.0.0.1';
+    proxied.port = String(port);
+    const appDb = createPostgresDatabase({ url: proxied.toString(), poolSize: 4, role: APP_ROLE, onError: () => {} });
+    const cut = await startTestServer({ database: { db: appDb, owner: database.owner, databaseUrl: database.databaseUrl, drop: async () => {} } });
+    try {
+      const admin = await loginAdmin(cut);
+      const client = admin.client;
+      assert.equal((await client.get('/health/ready')).status, 200);
+
+      await proxy.stop();
+
+      const ready = await client.get('/health/ready');
+      assert.equal(ready.status, 503);
+      assert.match(ready.headers.get('content-type') ?? '', /^application\/problem\+json/);
+      assert.equal(ready.body.code, 'UNAVAILABLE');
+      assert.match(ready.headers.get('retry-after') ?? '', /^[1-9]\d*$/);
+
+      const read = await client.get(`/api/v1/users/${admin.id}`, { token: admin.token });
+      assert.equal(read.status, 503);
+      assert.equal(read.body.code, 'UNAVAILABLE');
+      assert.match(read.headers.get('retry-after') ?? '', /^[1-9]\d*$/);
+
+      const projectName = `outage-${port}`;
+      const write = await client.post('/api/v1/projects', { name: projectName }, { token: admin.token });
+      assert.equal(write.status, 503);
+      assert.equal(write.body.code, 'UNAVAILABLE');
+
+      await proxy.start(port);
+
+      let status = 0;
+      for (let attempt = 0; attempt < 100 && status !== 200; attempt++) {
+        if (attempt > 0) await sleep(100);
+        status = (await client.get('/health/ready')).status;
+      }
+      assert.equal(status, 200, 'readiness did not recover after the database came back');
+      assert.equal((await client.get(`/api/v1/users/${admin.id}`, { token: admin.token })).status, 200);
+      // The refused write left nothing behind.
+      const rows = await database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM projects WHERE name = $1', [projectName]);
+      assert.equal(rows[0]!.n, 0);
+    } finally {
+      await cut.close();
+      await appDb.close();
+      await proxy.stop();
+      await database.drop();
+    }
+  });
+});
+
+describe('metrics', () => {
+  test('/metrics counts requests by route pattern, never by raw id, with a latency histogram and pool gauges', async () => {
+    const admin = await loginAdmin(server);
+    const user = await createUser(server, admin);
+    assert.equal((await user.client.get(`/api/v1/users/${user.id}`, { token: user.token })).status, 200);
+    assert.equal((await user.client.get(`/api/users/${admin.id}`, { token: user.token })).status, 200);
+    const unknownPath = `/api/v1/no-such-route-${user.id}`;
+    assert.equal((await user.client.get(unknownPath, { token: user.token })).status, 404);
+
+    const res = await new Client(server).get('/metrics');
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/plain/);
+    const lines = res.text.split('\n');
+
+    const counted = lines.find((l) => /^http_requests_total\{/.test(l) && l.includes('method="GET"') && l.includes('route="/api/v1/users/:id"') && l.includes('status_code="200"'));
+    assert.ok(counted, 'no http_requests_total series for GET /api/v1/users/:id 200');
+    assert.ok(Number(counted.split(' ').pop()) >= 2);
+    assert.ok(!res.text.includes(`/users/${user.id}"`), 'a raw user id became a label');
+    assert.ok(!res.text.includes(`/users/${admin.id}"`), 'a raw user id became a label');
+    assert.ok(!res.text.includes('no-such-route'), 'an unmatched URL became a label');
+
+    assert.ok(lines.some((l) => /^http_request_duration_seconds_bucket\{/.test(l) && l.includes('route="/api/v1/users/:id"') && l.includes('le="+Inf"')));
+    assert.ok(lines.some((l) => /^http_request_duration_seconds_bucket\{/.test(l) && /le="0\.\d+"/.test(l)));
+    for (const state of ['total', 'idle', 'waiting']) {
+      assert.ok(lines.some((l) => new RegExp(`^db_pool_connections\\{state="${state}"\\} \\d+$`).test(l)), `no db_pool_connections{state="${state}"}`);
+    }
+  });
+});
+
+describe('API reference', () => {
+  test('/docs serves the interactive reference as HTML', async () => {
+    const res = await new Client(server).request('GET', '/docs', { headers: { accept: 'text/html' } });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/html/);
+    assert.match(res.text, /<html/i);
+  });
+
+  test('/api/v1/openapi.json is OpenAPI 3.1, publicly cacheable for 5 minutes, and documents every /api/v1 route the app serves', async () => {
+    const res = await new Client(server).get('/api/v1/openapi.json');
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('cache-control'), 'public, max-age=300');
+    const doc = res.body as { openapi: string; paths: Record<string, Record<string, unknown>> };
+    assert.match(doc.openapi, /^3\.1\./);
+
+    const served = servedApiRoutes(server.app).filter(([method, path]) => method !== 'HEAD' && path !== '/api/v1/openapi.json');
+    assert.ok(served.length >= 25, `only ${served.length} routes found in the route tree`);
+    const undocumented = served
+      .filter(([method, path]) => !doc.paths[path.replace(/:(\w+)/g, '{$1}')]?.[method.toLowerCase()])
+      .map(([method, path]) => `${method} ${path}`);
+    assert.deepEqual(undocumented, []);
+
+    // And nothing is documented that the app does not serve.
+    const phantom: string[] = [];
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const method of Object.keys(ops).filter((k) => ['get', 'post', 'put', 'delete', 'patch'].includes(k))) {
+        if (!server.app.hasRoute({ method: method.toUpperCase() as 'GET', url: path.replace(/\{(\w+)\}/g, ':$1') })) phantom.push(`${method} ${path}`);
+      }
+    }
+    assert.deepEqual(phantom, []);
+  });
+});
+
+describe('housekeeping', () => {
+  test('removes outbox events and idempotency keys older than 24 hours and spent login failures, and keeps the rest', async () => {
+    const tag = `housekeeping-${Date.now()}`;
+    await server.owner.query(
+      `INSERT INTO events (name, room, payload, created_at) VALUES
+         ($1, 'general', '{}', now() - interval '25 hours'), ($1, 'general', '{"fresh":true}', now())`,
+      [tag],
+    );
+    await server.owner.query(
+      `INSERT INTO idempotency_keys (scope, method, path, key, request_hash, created_at) VALUES
+         ($1, 'POST', '/old', 'k', 'h', now() - interval '25 hours'), ($1, 'POST', '/fresh', 'k', 'h', now())`,
+      [tag],
+    );
+    await server.owner.query(
+      `INSERT INTO login_failures (email, ip, created_at) VALUES ($1, '10.0.0.1', now() - interval '16 minutes'), ($1, '10.0.0.1', now())`,
+      [`${tag}@test.local`],
+    );
+
+    await runMaintenance(server.db); // as the service's own (restricted) role
+
+    const events = await server.owner.query<{ payload: Record<string, unknown> }>('SELECT payload FROM events WHERE name = $1', [tag]);
+    assert.deepEqual(events.map((e) => e.payload), [{ fresh: true }]);
+    const keys = await server.owner.query<{ path: string }>('SELECT path FROM idempotency_keys WHERE scope = $1', [tag]);
+    assert.deepEqual(keys.map((k) => k.path), ['/fresh']);
+    const failures = await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM login_failures WHERE email = $1', [`${tag}@test.local`]);
+    assert.equal(failures[0]!.n, 1);
+  });
+});
