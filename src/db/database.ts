@@ -1,8 +1,17 @@
 // One interface over the two ways Teamlog reaches PostgreSQL: node-postgres (server mode)
 // and PGlite (embedded). Services only ever see Queryable / Tx; SQL is always parameterized.
 
+export interface QueryOptions {
+  /**
+   * Prepare the statement once per connection under this name (PostgreSQL; ignored by
+   * PGlite). For hot statements whose plan does not depend on the parameters (key
+   * lookups), not for catch-all filters that need a plan per call.
+   */
+  prepareAs?: string;
+}
+
 export interface Queryable {
-  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<R[]>;
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[], opts?: QueryOptions): Promise<R[]>;
 }
 
 /** A transaction in progress. afterCommit callbacks run once it has committed, never on rollback. */
@@ -34,7 +43,7 @@ export async function runTransaction<T>(
 ): Promise<T> {
   const hooks: Array<() => void> = [];
   const tx: Tx = {
-    query: (sql, params) => q.query(sql, params),
+    query: (sql, params, opts) => q.query(sql, params, opts),
     afterCommit: (hook) => hooks.push(hook),
   };
   await q.query('BEGIN');

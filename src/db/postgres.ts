@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Database, Tx } from './database.js';
+import type { Database, QueryOptions, Tx } from './database.js';
 import { runTransaction } from './database.js';
 
 // Ids are bigint columns but always within 1..2^53-1 (the API's id range), so numbers are exact.
@@ -33,8 +33,10 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
 
   return {
     kind: 'postgres',
-    async query<R>(sql: string, params?: readonly unknown[]) {
-      const res = await pool.query(sql, params as unknown[] | undefined);
+    async query<R>(sql: string, params?: readonly unknown[], opts?: QueryOptions) {
+      const res = opts?.prepareAs
+        ? await pool.query({ name: opts.prepareAs, text: sql, values: params as unknown[] | undefined })
+        : await pool.query(sql, params as unknown[] | undefined);
       return res.rows as R[];
     },
     async transaction<T>(fn: (tx: Tx) => Promise<T>) {
@@ -43,9 +45,11 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
       try {
         return await runTransaction(
           {
-            query: async <R>(sql: string, params?: readonly unknown[]) => {
+            query: async <R>(sql: string, params?: readonly unknown[], opts?: QueryOptions) => {
               try {
-                return (await client.query(sql, params as unknown[] | undefined)).rows as R[];
+                const values = params as unknown[] | undefined;
+                const res = opts?.prepareAs ? await client.query({ name: opts.prepareAs, text: sql, values }) : await client.query(sql, values);
+                return res.rows as R[];
               } catch (err) {
                 if (!(err as { code?: string }).code) broken = err as Error;
                 throw err;

@@ -84,6 +84,7 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
         ctx.userAgent?.slice(0, 512) ?? null,
         ctx.requestId,
       ],
+      { prepareAs: 'audit_insert' },
     );
     return rows[0]!.id;
   }

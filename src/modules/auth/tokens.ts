@@ -28,7 +28,32 @@ export async function signAccessToken(key: Uint8Array, userId: number, sessionId
     .sign(key);
 }
 
+/**
+ * Signature checks already passed, by token. Whether a given string carries a valid signature
+ * never changes, so remembering it is safe; expiry is still checked on every use, and the
+ * session (revocation, deactivation, role) is read from the database on every request. The
+ * key is part of the entry so a rotated key never honours an old verdict. Bounded: oldest
+ * entries go first.
+ */
+const verified = new Map<string, { key: Uint8Array; claims: AccessClaims }>();
+const VERIFIED_MAX = 10_000;
+
 export async function verifyAccessToken(key: Uint8Array, token: string): Promise<AccessClaims> {
+  const known = verified.get(token);
+  if (known && known.key === key) {
+    if (known.claims.expiresAt * 1000 <= Date.now()) {
+      verified.delete(token);
+      throw unauthenticated('TOKEN_EXPIRED', 'The access token has expired; refresh it');
+    }
+    return known.claims;
+  }
+  const claims = await verifySignature(key, token);
+  if (verified.size >= VERIFIED_MAX) verified.delete(verified.keys().next().value as string);
+  verified.set(token, { key, claims });
+  return claims;
+}
+
+async function verifySignature(key: Uint8Array, token: string): Promise<AccessClaims> {
   try {
     const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'], issuer: ISSUER, audience: AUDIENCE });
     const userId = Number(payload.sub);

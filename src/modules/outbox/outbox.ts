@@ -17,5 +17,6 @@ export async function addEvents(tx: Tx, events: OutboxEvent[]): Promise<void> {
     `INSERT INTO events (name, room, payload)
      SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[])`,
     [events.map((e) => e.name), events.map((e) => e.room), events.map((e) => JSON.stringify(e.payload))],
+    { prepareAs: 'events_insert' },
   );
 }

@@ -26,6 +26,16 @@ export async function findProject(q: Queryable, id: number, opts: { forUpdate?: 
   return rows[0];
 }
 
+/** Whether the project exists and the user's role in it, in one round trip (hot path: task creation). */
+export async function projectAndRole(q: Queryable, projectId: number, userId: number): Promise<{ exists: boolean; role: ProjectRole | undefined }> {
+  const rows = await q.query<{ role: ProjectRole | null }>(
+    `SELECT m.role FROM projects p LEFT JOIN project_members m ON m.project_id = p.id AND m.user_id = $2 WHERE p.id = $1`,
+    [projectId, userId],
+    { prepareAs: 'project_and_role' },
+  );
+  return { exists: rows.length > 0, role: rows[0]?.role ?? undefined };
+}
+
 export async function memberRole(q: Queryable, projectId: number, userId: number): Promise<ProjectRole | undefined> {
   const rows = await q.query<{ role: ProjectRole }>('SELECT role FROM project_members WHERE project_id = $1 AND user_id = $2', [projectId, userId]);
   return rows[0]?.role;

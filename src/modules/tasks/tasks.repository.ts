@@ -1,4 +1,5 @@
 import type { Queryable } from '../../db/database.js';
+import type { ProjectRole } from '../projects/projects.policy.js';
 import type { TaskStatus } from './task-status.js';
 
 export interface TaskRow {
@@ -15,9 +16,25 @@ export interface TaskRow {
 }
 
 export const TASK_COLUMNS = 'id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at';
+const TASK_COLUMNS_OF_T = TASK_COLUMNS.split(', ').map((c) => `t.${c}`).join(', ');
 
 export async function findTask(q: Queryable, id: number, opts: { forUpdate?: boolean } = {}): Promise<TaskRow | undefined> {
   return (await q.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [id]))[0];
+}
+
+/** A task and the user's role in its project, in one round trip (every task route starts here). */
+export async function findTaskWithRole(q: Queryable, id: number, userId: number): Promise<{ task: TaskRow; role: ProjectRole | undefined } | undefined> {
+  const rows = await q.query<TaskRow & { member_role: ProjectRole | null }>(
+    `SELECT ${TASK_COLUMNS_OF_T}, m.role AS member_role
+       FROM tasks t LEFT JOIN project_members m ON m.project_id = t.project_id AND m.user_id = $2
+      WHERE t.id = $1`,
+    [id, userId],
+    { prepareAs: 'task_with_role' },
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  const { member_role, ...task } = row;
+  return { task, role: member_role ?? undefined };
 }
 
 export async function insertTask(
@@ -27,6 +44,7 @@ export async function insertTask(
   const rows = await q.query<TaskRow>(
     `INSERT INTO tasks (project_id, title, description, assignee_id, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING ${TASK_COLUMNS}`,
     [t.projectId, t.title, t.description, t.assigneeId, t.createdBy],
+    { prepareAs: 'task_insert' },
   );
   return rows[0]!;
 }

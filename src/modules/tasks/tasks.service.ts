@@ -10,7 +10,7 @@ import type { AuditAction } from '../audit/audit.writer.js';
 import { notify } from '../notifications/notifications.writer.js';
 import { addEvents } from '../outbox/outbox.js';
 import { accessOf, projectPolicy, type ProjectAccess } from '../projects/projects.policy.js';
-import { findProject, memberRole } from '../projects/projects.repository.js';
+import { memberRole, projectAndRole } from '../projects/projects.repository.js';
 import { refuse } from '../refusal.js';
 import { TRANSITIONS, canTransition, type TaskStatus } from './task-status.js';
 import { taskEvent } from './tasks.presenter.js';
@@ -27,9 +27,10 @@ export function createTasksService(deps: Deps) {
    * the refused action is audited).
    */
   async function load(ctx: Ctx, id: number, deniedAction?: AuditAction): Promise<{ task: TaskRow; access: ProjectAccess }> {
-    const task = await repo.findTask(db, id);
-    if (!task) throw notFound('Task');
-    const access = accessOf(ctx.actor, await memberRole(db, task.project_id, ctx.actor.id));
+    const found = await repo.findTaskWithRole(db, id, ctx.actor.id);
+    if (!found) throw notFound('Task');
+    const { task, role } = found;
+    const access = accessOf(ctx.actor, role);
     if (!projectPolicy.see(access)) {
       await refuse(deps, ctx, { status: 404, what: 'Task' }, deniedAction && { action: deniedAction, resourceType: 'TASK', resourceId: id });
     }
@@ -55,21 +56,21 @@ export function createTasksService(deps: Deps) {
     },
 
     async create(ctx: Ctx, body: { project_id: number; title: string; description?: string; assignee_id?: number | null }): Promise<TaskRow> {
-      const project = await findProject(db, body.project_id);
-      if (!project) throw notFound('Project');
-      const access = accessOf(ctx.actor, await memberRole(db, project.id, ctx.actor.id));
-      if (!projectPolicy.workOnTasks(access)) {
+      const projectId = body.project_id;
+      const { exists, role } = await projectAndRole(db, projectId, ctx.actor.id);
+      if (!exists) throw notFound('Project');
+      if (!projectPolicy.workOnTasks(accessOf(ctx.actor, role))) {
         // A task in a project the caller cannot see: 404, recorded as DENIED CREATE_TASK on that project.
-        await refuse(deps, ctx, { status: 404, what: 'Project' }, { action: 'CREATE_TASK', resourceType: 'PROJECT', resourceId: project.id });
+        await refuse(deps, ctx, { status: 404, what: 'Project' }, { action: 'CREATE_TASK', resourceType: 'PROJECT', resourceId: projectId });
       }
       const assigneeId = body.assignee_id ?? null;
       return db.transaction(async (tx) => {
-        // Lock the project row so a concurrent deletion cannot orphan the new task's records.
-        if (!(await findProject(tx, project.id, { forUpdate: true }))) throw notFound('Project');
-        await assertAssignable(tx, project.id, assigneeId);
-        const task = await repo.insertTask(tx, { projectId: project.id, title: body.title.trim(), description: body.description ?? '', assigneeId, createdBy: ctx.actor.id });
-        await audit.record(tx, ctx, { action: 'CREATE_TASK', resourceType: 'TASK', resourceId: task.id, metadata: { projectId: project.id, title: task.title, assigneeId } });
-        await notify(tx, ctx.actor.id, [assigneeId], 'task_assigned', { task_id: task.id, project_id: project.id, title: task.title, actor_id: ctx.actor.id });
+        // No lock on the project: the task's foreign key holds the project (KEY SHARE) against a
+        // concurrent deletion, and taking FOR UPDATE here would serialize every creation in it.
+        await assertAssignable(tx, projectId, assigneeId);
+        const task = await repo.insertTask(tx, { projectId, title: body.title.trim(), description: body.description ?? '', assigneeId, createdBy: ctx.actor.id });
+        await audit.record(tx, ctx, { action: 'CREATE_TASK', resourceType: 'TASK', resourceId: task.id, metadata: { projectId, title: task.title, assigneeId } });
+        await notify(tx, ctx.actor.id, [assigneeId], 'task_assigned', { task_id: task.id, project_id: projectId, title: task.title, actor_id: ctx.actor.id });
         await addEvents(tx, [taskEvent('task-created', task)]);
         return task;
       });
