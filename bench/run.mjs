@@ -194,6 +194,12 @@ function scenarios(ctx) {
       teamlog: { method: 'GET', headers: adminAuth, setup: (r) => ({ ...r, path: `/api/v1/audit-logs?actor_id=${pick(ctx.actorIds)}&limit=50` }) },
     },
     {
+      // The same query one at a time: its latency without 50 connections queueing on 2 cores.
+      name: 'GET /audit-logs?actor_id=…&limit=50 (1 connection)',
+      connections: 1,
+      teamlog: { method: 'GET', headers: adminAuth, setup: (r) => ({ ...r, path: `/api/v1/audit-logs?actor_id=${pick(ctx.actorIds)}&limit=50` }) },
+    },
+    {
       name: 'POST /auth/login',
       apart: 'its cost is the scrypt hash, by design',
       // Many users behind a trusted proxy, each from their own address, as production sees
@@ -214,10 +220,10 @@ function scenarios(ctx) {
   ];
 }
 
-async function measure(port, spec, duration) {
+async function measure(port, spec, duration, connections = CONNECTIONS) {
   const request = { method: spec.method, path: spec.path ?? '/', headers: spec.headers, body: spec.body };
   if (spec.setup) request.setupRequest = spec.setup;
-  const opts = { url: `http://127.0.0.1:${port}`, connections: CONNECTIONS, duration, requests: [request] };
+  const opts = { url: `http://127.0.0.1:${port}`, connections, duration, requests: [request] };
   const result = await autocannon(opts);
   return {
     rps: result.requests.average,
@@ -240,8 +246,8 @@ async function runScenarios(label, teamlog, baseline, ctx) {
     // best of each side kept, so a transient stall on a 2-core machine decides no ratio.
     const rounds = baseline && sc.baseline ? 2 : 1;
     for (let round = 0; round < rounds; round++) {
-      await measure(teamlog.port, sc.teamlog, WARMUP);
-      t = best(t, await measure(teamlog.port, sc.teamlog, DURATION));
+      await measure(teamlog.port, sc.teamlog, WARMUP, sc.connections);
+      t = best(t, await measure(teamlog.port, sc.teamlog, DURATION, sc.connections));
       if (baseline && sc.baseline) {
         await measure(baseline.port, sc.baseline, WARMUP);
         b = best(b, await measure(baseline.port, sc.baseline, DURATION));
@@ -253,6 +259,27 @@ async function runScenarios(label, teamlog, baseline, ctx) {
     log(`${label} ${sc.name}: ${t.rps.toFixed(0)} req/s p99 ${t.p99} ms${b ? ` | baseline ${b.rps.toFixed(0)} req/s (×${row.ratio.toFixed(2)})` : ''} | non-2xx ${t.non2xx} | RSS ${row.peak_rss_mb} MB`);
   }
   return rows;
+}
+
+/**
+ * PostgreSQL's own timing of the application's audit query (queryAuditLog, the code the
+ * route runs) on the seeded million records, for 20 actors.
+ */
+async function explainAuditQuery(actorIds) {
+  const { queryAuditLog } = await import(path.join(ROOT, 'dist/modules/audit/audit.queries.js'));
+  const c = new pg.Client({ connectionString: dbUrl(DB_NAME) });
+  await c.connect();
+  const times = [];
+  try {
+    for (const actor of actorIds.slice(0, 20)) {
+      const plan = await queryAuditLog({ query: async (sql, params) => (await c.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`, params)).rows }, { actor_id: actor }, undefined, 50);
+      times.push(plan[0]['QUERY PLAN'][0]['Execution Time']);
+    }
+  } finally {
+    await c.end();
+  }
+  times.sort((a, b) => a - b);
+  return { median: times[Math.floor(times.length / 2)], max: times[times.length - 1], runs: times.length };
 }
 
 // ── report ─────────────────────────────────────────────────────────────────────────────
@@ -294,6 +321,8 @@ async function main() {
     await stop(baseline?.child);
     rmSync(dataDir, { recursive: true, force: true });
   }
+  const explain = await explainAuditQuery(ctxPg.actorIds);
+  log(`EXPLAIN ANALYZE of the audit query: median ${explain.median.toFixed(2)} ms, max ${explain.max.toFixed(2)} ms (${explain.runs} actors)`);
 
   if (EMBEDDED) {
     const dir = mkdtempSync(path.join(tmpdir(), 'teamlog-bench-pglite-'));
@@ -327,6 +356,8 @@ async function main() {
     `## Server mode: PostgreSQL (${VOLUME.users} users, ${VOLUME.tasks.toLocaleString('en')} tasks, ${VOLUME.audit.toLocaleString('en')} audit records)`,
     '',
     table(pgRows),
+    '',
+    `The audit query itself (EXPLAIN ANALYZE of the route's SQL, 20 actors, ${VOLUME.audit.toLocaleString('en')} records): median ${explain.median.toFixed(2)} ms, max ${explain.max.toFixed(2)} ms.`,
     '',
     ...(liteRows.length
       ? [`## Embedded mode: PGlite (${EMBEDDED_VOLUME.tasks.toLocaleString('en')} tasks, ${EMBEDDED_VOLUME.audit.toLocaleString('en')} audit records)`, '', table(liteRows), '']

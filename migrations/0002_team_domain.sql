@@ -48,6 +48,8 @@ CREATE TABLE posts (
   -- Kept by the trigger below, so that it stays right under concurrent likes and when a
   -- liker's deletion cascades into post_likes.
   like_count integer NOT NULL DEFAULT 0 CHECK (like_count >= 0),
+  -- Bumped with every like and unlike (the strong ETag), by the same trigger.
+  version    integer NOT NULL DEFAULT 1,
   created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX posts_author_idx ON posts (author_id, id DESC);
@@ -63,9 +65,9 @@ CREATE INDEX post_likes_user_idx ON post_likes (user_id);
 CREATE FUNCTION post_likes_count() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'INSERT' THEN
-    UPDATE posts SET like_count = like_count + 1 WHERE id = NEW.post_id;
+    UPDATE posts SET like_count = like_count + 1, version = version + 1 WHERE id = NEW.post_id;
   ELSE
-    UPDATE posts SET like_count = like_count - 1 WHERE id = OLD.post_id;
+    UPDATE posts SET like_count = like_count - 1, version = version + 1 WHERE id = OLD.post_id;
   END IF;
   RETURN NULL;
 END;

@@ -100,7 +100,7 @@ async function main(): Promise<void> {
     ] as const;
     for (const [i, [author, content]] of feed.entries()) {
       const post = await s.posts.create(as(author), content);
-      for (const liker of people.slice(0, i + 1)) if (liker.id !== author.id) await s.posts.like(as(liker), post.id);
+      for (const liker of people.slice(0, i + 1)) if (liker.id !== author.id) await s.posts.like(as(liker), post.id, undefined);
     }
     for (const [author, text] of [[alice, 'Good morning, team!'], [bob, 'Morning! Standup in 10.'], [erin, 'On my way.']] as const) {
       await s.messages.postMessage(as(author), { text });

@@ -175,3 +175,28 @@ describe('real-time events', () => {
     }
   });
 });
+
+describe('If-Match on marking read', () => {
+  test('the ETag of an unread notification no longer matches once it is read: a stale If-Match is 412', async () => {
+    const recipient = await newUser();
+    await threeNotificationsFor(recipient);
+    const id = (await listed(recipient))[0]!.id;
+    const first = await recipient.client.put<NotificationBody>(`/api/v1/notifications/${id}/read`, undefined, {
+      token: recipient.token,
+      headers: { 'if-match': `"notification-${id}-v1"` },
+    });
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.headers.get('etag'), `"notification-${id}-v2"`);
+    const stale = await recipient.client.put(`/api/v1/notifications/${id}/read`, undefined, {
+      token: recipient.token,
+      headers: { 'if-match': `"notification-${id}-v1"` },
+    });
+    assert.equal(stale.status, 412);
+    const current = await recipient.client.put<NotificationBody>(`/api/v1/notifications/${id}/read`, undefined, {
+      token: recipient.token,
+      headers: { 'if-match': first.headers.get('etag')! },
+    });
+    assert.equal(current.status, 200);
+    assert.equal(current.body.read_at, first.body.read_at);
+  });
+});

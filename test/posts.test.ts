@@ -246,3 +246,34 @@ describe('likes', () => {
     assert.equal((await likedNotifications(p.id)).length, 100);
   });
 });
+
+describe('If-Match on likes', () => {
+  test('a like with the ETag the caller read succeeds; a stale one is 412 and changes nothing', async () => {
+    const author = await newUser();
+    const fan = await newUser();
+    const other = await newUser();
+    const p = await post(author);
+    const read = await getPost(fan, p.id);
+    assert.equal(read.status, 200);
+    const etag = read.headers.get('etag')!;
+    assert.match(etag, /^"post-\d+-v\d+"$/);
+    // Someone else likes it meanwhile: the post's version moves on.
+    assert.equal((await like(other, p.id)).status, 200);
+    const stale = await fan.client.put(`/api/v1/posts/${p.id}/like`, undefined, { token: fan.token, headers: { 'if-match': etag } });
+    assert.equal(stale.status, 412);
+    assert.equal(stale.body.code, 'PRECONDITION_FAILED');
+    assert.equal(await likeRows(p.id), 1, 'the stale like changed nothing');
+
+    const fresh = await getPost(fan, p.id);
+    const ok = await fan.client.put<PostBody>(`/api/v1/posts/${p.id}/like`, undefined, { token: fan.token, headers: { 'if-match': fresh.headers.get('etag')! } });
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.body.like_count, 2);
+    assert.equal(ok.body.liked_by_me, true);
+    // The liker's own view is a different representation (liked_by_me), with its own ETag.
+    assert.match(ok.headers.get('etag')!, /-liked"$/);
+    assert.doesNotMatch((await getPost(author, p.id)).headers.get('etag')!, /-liked"$/);
+    const unliked = await fan.client.delete<PostBody>(`/api/v1/posts/${p.id}/like`, { token: fan.token, headers: { 'if-match': ok.headers.get('etag')! } });
+    assert.equal(unliked.status, 200);
+    assert.equal(unliked.body.like_count, 1);
+  });
+});

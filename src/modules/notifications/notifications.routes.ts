@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { sendPage } from '../../http/pagination.js';
-import { authedContext } from '../../http/request-context.js';
+import { authedContext, ifMatchOf } from '../../http/request-context.js';
 import { IdParams, NoContent, Page, PageQuery, Timestamp, errorResponses } from '../../http/schemas.js';
-import type { NotificationsService } from './notifications.service.js';
+import { notificationEtag, type NotificationsService } from './notifications.service.js';
 import { presentNotification } from './notifications.writer.js';
 
 const security = [{ bearer: [] }];
@@ -39,7 +39,15 @@ export const notificationsRoutes: FastifyPluginAsyncTypebox<{ notifications: Not
   });
 
   app.put('/notifications/:id/read', {
-    schema: { tags: ['notifications'], summary: 'Mark one of your notifications read (idempotent)', security, params: IdParams, response: { 200: Notification, ...errorResponses(400, 401, 404) } },
-    handler: async (request) => presentNotification(await notifications.markRead(authedContext(request).actor, request.params.id)),
+    schema: {
+      tags: ['notifications'], summary: 'Mark one of your notifications read (idempotent)', security, params: IdParams,
+      headers: Type.Object({ 'if-match': Type.Optional(Type.String({ description: 'ETag of the notification (from an earlier PUT); a stale one gets 412' })) }),
+      response: { 200: Notification, ...errorResponses(400, 401, 404, 412) },
+    },
+    handler: async (request, reply) => {
+      const n = await notifications.markRead(authedContext(request).actor, request.params.id, ifMatchOf(request));
+      reply.header('etag', notificationEtag(n));
+      return presentNotification(n);
+    },
   });
 };

@@ -2,9 +2,14 @@ import type { Actor } from '../../context.js';
 import type { Deps } from '../../deps.js';
 import { notFound } from '../../http/errors.js';
 import { pageRequest } from '../../http/pagination.js';
+import { checkIfMatch, versionEtag, type IfMatch } from '../../http/preconditions.js';
 import type { NotificationRow } from './notifications.writer.js';
 
 const COLUMNS = 'id, user_id, kind, payload, read_at, created_at';
+
+/** A notification changes once: from unread (version 1) to read (version 2). */
+const notificationVersion = (n: NotificationRow) => (n.read_at === null ? 1 : 2);
+export const notificationEtag = (n: NotificationRow) => versionEtag('notification', n.id, notificationVersion(n));
 
 export function createNotificationsService(deps: Deps) {
   const { db } = deps;
@@ -21,13 +26,15 @@ export function createNotificationsService(deps: Deps) {
     },
 
     /** Idempotent: a notification already read keeps its first read_at. Someone else's is 404. */
-    async markRead(actor: Actor, id: number): Promise<NotificationRow> {
-      const rows = await db.query<NotificationRow>(
-        `UPDATE notifications SET read_at = COALESCE(read_at, now()) WHERE id = $1 AND user_id = $2 RETURNING ${COLUMNS}`,
-        [id, actor.id],
-      );
-      if (!rows[0]) throw notFound('Notification');
-      return rows[0];
+    async markRead(actor: Actor, id: number, ifMatch: IfMatch): Promise<NotificationRow> {
+      return db.transaction(async (tx) => {
+        const current = await tx.query<NotificationRow>(`SELECT ${COLUMNS} FROM notifications WHERE id = $1 AND user_id = $2 FOR UPDATE`, [id, actor.id]);
+        if (!current[0]) throw notFound('Notification');
+        checkIfMatch(ifMatch, 'notification', id, notificationVersion(current[0]));
+        if (current[0].read_at !== null) return current[0];
+        const rows = await tx.query<NotificationRow>(`UPDATE notifications SET read_at = now() WHERE id = $1 RETURNING ${COLUMNS}`, [id]);
+        return rows[0]!;
+      });
     },
 
     async markAllRead(actor: Actor): Promise<void> {

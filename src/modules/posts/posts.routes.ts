@@ -2,11 +2,12 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { API_PREFIX } from '../../http/conventions.js';
 import { sendPage } from '../../http/pagination.js';
-import { authedContext } from '../../http/request-context.js';
+import { authedContext, ifMatchOf } from '../../http/request-context.js';
 import { Id, IdParams, NoContent, Page, PageQuery, Text, Timestamp, errorResponses } from '../../http/schemas.js';
-import type { PostRow, PostsService } from './posts.service.js';
+import { postEtag, type PostRow, type PostsService } from './posts.service.js';
 
 const security = [{ bearer: [] }];
+const ifMatch = Type.Object({ 'if-match': Type.Optional(Type.String({ description: 'ETag of the post; a stale one gets 412' })) });
 const Post = Type.Object({
   id: Type.Integer(),
   author_id: Type.Integer(),
@@ -46,7 +47,11 @@ export const postsRoutes: FastifyPluginAsyncTypebox<{ posts: PostsService }> = a
 
   app.get('/posts/:id', {
     schema: { tags: ['posts'], summary: 'A post', security, params: IdParams, response: { 200: Post, ...errorResponses(400, 401, 404) } },
-    handler: async (request) => present(await posts.get(authedContext(request).actor, request.params.id)),
+    handler: async (request, reply) => {
+      const post = await posts.get(authedContext(request).actor, request.params.id);
+      reply.header('etag', postEtag(post));
+      return present(post);
+    },
   });
 
   app.delete('/posts/:id', {
@@ -58,12 +63,20 @@ export const postsRoutes: FastifyPluginAsyncTypebox<{ posts: PostsService }> = a
   });
 
   app.put('/posts/:id/like', {
-    schema: { tags: ['posts'], summary: 'Like a post (idempotent)', security, params: IdParams, response: { 200: Post, ...errorResponses(400, 401, 404) } },
-    handler: async (request) => present(await posts.like(authedContext(request), request.params.id)),
+    schema: { tags: ['posts'], summary: 'Like a post (idempotent)', security, params: IdParams, headers: ifMatch, response: { 200: Post, ...errorResponses(400, 401, 404, 412) } },
+    handler: async (request, reply) => {
+      const post = await posts.like(authedContext(request), request.params.id, ifMatchOf(request));
+      reply.header('etag', postEtag(post));
+      return present(post);
+    },
   });
 
   app.delete('/posts/:id/like', {
-    schema: { tags: ['posts'], summary: 'Take back a like (idempotent)', security, params: IdParams, response: { 200: Post, ...errorResponses(400, 401, 404) } },
-    handler: async (request) => present(await posts.unlike(authedContext(request), request.params.id)),
+    schema: { tags: ['posts'], summary: 'Take back a like (idempotent)', security, params: IdParams, headers: ifMatch, response: { 200: Post, ...errorResponses(400, 401, 404, 412) } },
+    handler: async (request, reply) => {
+      const post = await posts.unlike(authedContext(request), request.params.id, ifMatchOf(request));
+      reply.header('etag', postEtag(post));
+      return present(post);
+    },
   });
 };

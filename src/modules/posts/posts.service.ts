@@ -5,6 +5,7 @@ import type { Queryable } from '../../db/database.js';
 import type { Deps } from '../../deps.js';
 import { forbidden, notFound } from '../../http/errors.js';
 import { pageRequest } from '../../http/pagination.js';
+import { checkIfMatch, versionEtag, type IfMatch } from '../../http/preconditions.js';
 import { notify } from '../notifications/notifications.writer.js';
 import { addEvents } from '../outbox/outbox.js';
 
@@ -16,24 +17,31 @@ export interface PostRow {
   content: string;
   like_count: number;
   liked_by_me: boolean;
+  version: number;
   created_at: Date;
 }
 
+/** liked_by_me makes two representations of one version: they carry different strong ETags. */
+export const POST_VIEWS = ['', 'liked'];
+export const postEtag = (p: PostRow) => versionEtag('post', p.id, p.version, p.liked_by_me ? 'liked' : '');
+
 const COLUMNS = (viewer: string) =>
-  `p.id, p.author_id, p.content, p.like_count, p.created_at,
+  `p.id, p.author_id, p.content, p.like_count, p.version, p.created_at,
    EXISTS (SELECT 1 FROM post_likes l WHERE l.post_id = p.id AND l.user_id = ${viewer}) AS liked_by_me`;
 
-async function findPost(q: Queryable, id: number, viewerId: number): Promise<PostRow | undefined> {
-  return (await q.query<PostRow>(`SELECT ${COLUMNS('$2')} FROM posts p WHERE p.id = $1`, [id, viewerId]))[0];
+async function findPost(q: Queryable, id: number, viewerId: number, opts: { forUpdate?: boolean } = {}): Promise<PostRow | undefined> {
+  return (await q.query<PostRow>(`SELECT ${COLUMNS('$2')} FROM posts p WHERE p.id = $1${opts.forUpdate ? ' FOR NO KEY UPDATE' : ''}`, [id, viewerId]))[0];
 }
 
 export function createPostsService(deps: Deps) {
   const { db } = deps;
 
-  async function likeChange(ctx: Ctx, id: number, like: boolean): Promise<PostRow> {
+  async function likeChange(ctx: Ctx, id: number, like: boolean, ifMatch: IfMatch): Promise<PostRow> {
     return db.transaction(async (tx) => {
-      const post = await findPost(tx, id, ctx.actor.id);
+      // Locked only to honour If-Match: without one, likes need no lock (the trigger's update serializes counts).
+      const post = await findPost(tx, id, ctx.actor.id, { forUpdate: ifMatch !== undefined });
       if (!post) throw notFound('Post');
+      checkIfMatch(ifMatch, 'post', id, post.version, POST_VIEWS);
       const changed = like
         ? await tx.query('INSERT INTO post_likes (post_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING 1', [id, ctx.actor.id])
         : await tx.query('DELETE FROM post_likes WHERE post_id = $1 AND user_id = $2 RETURNING 1', [id, ctx.actor.id]);
@@ -76,8 +84,8 @@ export function createPostsService(deps: Deps) {
       await db.query('DELETE FROM posts WHERE id = $1', [id]);
     },
 
-    like: (ctx: Ctx, id: number) => likeChange(ctx, id, true),
-    unlike: (ctx: Ctx, id: number) => likeChange(ctx, id, false),
+    like: (ctx: Ctx, id: number, ifMatch: IfMatch) => likeChange(ctx, id, true, ifMatch),
+    unlike: (ctx: Ctx, id: number, ifMatch: IfMatch) => likeChange(ctx, id, false, ifMatch),
   };
 }
 
