@@ -18,5 +18,3 @@ export interface RequestContext {
   userAgent: string | null;
   requestId: string;
 }
-
-export const isAdmin = (actor: Actor | undefined): boolean => actor?.role === 'ADMIN';

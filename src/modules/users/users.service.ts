@@ -3,13 +3,12 @@
 import type { Actor, RequestContext, UserRole } from '../../context.js';
 import type { Tx } from '../../db/database.js';
 import type { Deps } from '../../deps.js';
-import { AppError, conflict, forbidden, invalid, notFound } from '../../http/errors.js';
+import { AppError, conflict, forbidden, invalid, notFound, rateLimited } from '../../http/errors.js';
 import { pageRequest } from '../../http/pagination.js';
 import { checkIfMatch, type IfMatch } from '../../http/preconditions.js';
 import type { AuditAction } from '../audit/audit.writer.js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { releaseAttempt, reserveAttempt } from '../auth/throttle.js';
-import { rateLimited } from '../../http/errors.js';
 import { userDeletionSteps } from './user-deletion.js';
 import { usersPolicy } from './users.policy.js';
 import { USER_VIEWS } from './users.presenter.js';
