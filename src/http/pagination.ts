@@ -26,17 +26,26 @@ export function pageRequest(query: { limit?: number; cursor?: string }): PageReq
 }
 
 /**
- * Given rows fetched with LIMIT limit+1, returns the page and its next cursor, and sets
- * the Link header. Rows must be ordered by id descending.
+ * Given rows fetched with LIMIT limit+1, sets the Link header and answers the page body:
+ * `present` turns the page's rows into what goes out (one call for the whole page, so a
+ * presenter may batch its own look-ups), and `keyOf` names the key the cursor carries: the
+ * id by default, for rows ordered by id descending.
  */
-export function sendPage<T extends { id: number }>(request: FastifyRequest, reply: FastifyReply, rows: T[], page: PageRequest) {
+export async function sendPage<T, U>(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  rows: T[],
+  page: PageRequest,
+  present: (rows: T[]) => U[] | Promise<U[]>,
+  keyOf: (row: T) => number = (row) => (row as { id: number }).id,
+): Promise<{ data: U[]; next_cursor: string | null }> {
   const hasMore = rows.length > page.limit;
   const data = hasMore ? rows.slice(0, page.limit) : rows;
-  const nextCursor = hasMore ? encodeCursor(data[data.length - 1]!.id) : null;
+  const nextCursor = hasMore ? encodeCursor(keyOf(data[data.length - 1]!)) : null;
   if (nextCursor) {
     const url = new URL(request.url, 'http://x');
     url.searchParams.set('cursor', nextCursor);
     reply.header('link', `<${url.pathname}${url.search}>; rel="next"`);
   }
-  return { data, next_cursor: nextCursor };
+  return { data: await present(data), next_cursor: nextCursor };
 }

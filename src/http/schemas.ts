@@ -68,3 +68,7 @@ export const Problem = Type.Object(
 /** Standard error responses a route documents besides its success response. */
 export const errorResponses = (...statuses: number[]) =>
   Object.fromEntries(statuses.map((s) => [s, { ...Problem, description: 'Problem details (application/problem+json)' }]));
+
+/** The If-Match header a PUT accepts (API.md section 1): the resource's ETag; a stale one gets 412. */
+export const IfMatchHeader = (what: string) =>
+  Type.Object({ 'if-match': Type.Optional(Type.String({ description: `ETag of the ${what}; a stale one gets 412` })) });

@@ -27,8 +27,7 @@ export const auditRoutes: FastifyPluginAsyncTypebox<{ db: Database }> = async (a
     handler: async (request, reply) => {
       const page = pageRequest(request.query);
       const rows = await queryAuditLog(db, request.query, page.beforeId, page.limit);
-      const result = sendPage(request, reply, rows, page);
-      return { data: await resolvePersonalData(db, result.data), next_cursor: result.next_cursor };
+      return sendPage(request, reply, rows, page, (records) => resolvePersonalData(db, records));
     },
   });
 

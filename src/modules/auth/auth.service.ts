@@ -90,6 +90,7 @@ export function createAuthService(deps: Deps) {
   type RefreshOutcome = { ok: TokenPair } | { error: AppError };
 
   async function refresh(ctx: RequestContext, token: string): Promise<TokenPair> {
+    const tokenHash = hashRefreshToken(token);
     const outcome = await db.transaction(async (tx): Promise<RefreshOutcome> => {
       const rows = await tx.query<{ spent: boolean; session_id: number; user_id: number; revoked: boolean; expired: boolean; active: boolean }>(
         `SELECT rt.spent_at IS NOT NULL AS spent, s.id AS session_id, s.user_id, s.revoked_at IS NOT NULL AS revoked,
@@ -97,7 +98,7 @@ export function createAuthService(deps: Deps) {
            FROM refresh_tokens rt JOIN sessions s ON s.id = rt.session_id JOIN users u ON u.id = s.user_id
           WHERE rt.token_hash = $1
           FOR UPDATE OF rt, s`,
-        [hashRefreshToken(token)],
+        [tokenHash],
       );
       const row = rows[0];
       if (!row) return { error: unauthenticated('UNAUTHENTICATED', 'The refresh token is not valid') };
@@ -116,7 +117,7 @@ export function createAuthService(deps: Deps) {
       }
       if (row.expired) return { error: unauthenticated('TOKEN_EXPIRED', 'The session has expired; log in again') };
       if (!row.active) return { error: accountDeactivated() };
-      await tx.query('UPDATE refresh_tokens SET spent_at = now() WHERE token_hash = $1', [hashRefreshToken(token)]);
+      await tx.query('UPDATE refresh_tokens SET spent_at = now() WHERE token_hash = $1', [tokenHash]);
       return { ok: await issueTokens(tx, ctx, row.user_id, row.session_id) };
     });
     if ('error' in outcome) throw outcome.error;

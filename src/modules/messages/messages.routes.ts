@@ -19,8 +19,7 @@ export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesServi
     },
     handler: async (request, reply) => {
       const { rows, page } = await messages.list(authedContext(request).actor, request.query);
-      const result = sendPage(request, reply, rows, page);
-      return { data: result.data.map(present), next_cursor: result.next_cursor };
+      return sendPage(request, reply, rows, page, (ms) => ms.map(present));
     },
   });
 

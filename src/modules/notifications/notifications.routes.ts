@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { sendPage } from '../../http/pagination.js';
 import { authedContext, ifMatchOf } from '../../http/request-context.js';
-import { IdParams, NoContent, Page, PageQuery, Timestamp, errorResponses } from '../../http/schemas.js';
+import { IdParams, IfMatchHeader, NoContent, Page, PageQuery, Timestamp, errorResponses } from '../../http/schemas.js';
 import { notificationEtag, type NotificationsService } from './notifications.service.js';
 import { presentNotification } from './notifications.writer.js';
 
@@ -24,8 +24,7 @@ export const notificationsRoutes: FastifyPluginAsyncTypebox<{ notifications: Not
     },
     handler: async (request, reply) => {
       const { rows, page } = await notifications.list(authedContext(request).actor, request.query);
-      const result = sendPage(request, reply, rows, page);
-      return { data: result.data.map(presentNotification), next_cursor: result.next_cursor };
+      return sendPage(request, reply, rows, page, (ns) => ns.map(presentNotification));
     },
   });
 
@@ -41,7 +40,7 @@ export const notificationsRoutes: FastifyPluginAsyncTypebox<{ notifications: Not
   app.put('/notifications/:id/read', {
     schema: {
       tags: ['notifications'], summary: 'Mark one of your notifications read (idempotent)', security, params: IdParams,
-      headers: Type.Object({ 'if-match': Type.Optional(Type.String({ description: 'ETag of the notification (from an earlier PUT); a stale one gets 412' })) }),
+      headers: IfMatchHeader('notification (from an earlier PUT)'),
       response: { 200: Notification, ...errorResponses(400, 401, 404, 412) },
     },
     handler: async (request, reply) => {

@@ -3,11 +3,11 @@ import { Type } from 'typebox';
 import { API_PREFIX } from '../../http/conventions.js';
 import { sendPage } from '../../http/pagination.js';
 import { authedContext, ifMatchOf } from '../../http/request-context.js';
-import { Id, IdParams, NoContent, Page, PageQuery, Text, Timestamp, errorResponses } from '../../http/schemas.js';
+import { Id, IdParams, IfMatchHeader, NoContent, Page, PageQuery, Text, Timestamp, errorResponses } from '../../http/schemas.js';
 import { postEtag, type PostRow, type PostsService } from './posts.service.js';
 
 const security = [{ bearer: [] }];
-const ifMatch = Type.Object({ 'if-match': Type.Optional(Type.String({ description: 'ETag of the post; a stale one gets 412' })) });
+const ifMatch = IfMatchHeader('post');
 const Post = Type.Object({
   id: Type.Integer(),
   author_id: Type.Integer(),
@@ -27,8 +27,7 @@ export const postsRoutes: FastifyPluginAsyncTypebox<{ posts: PostsService }> = a
     },
     handler: async (request, reply) => {
       const { rows, page } = await posts.list(authedContext(request).actor, request.query);
-      const result = sendPage(request, reply, rows, page);
-      return { data: result.data.map(present), next_cursor: result.next_cursor };
+      return sendPage(request, reply, rows, page, (ps) => ps.map(present));
     },
   });
 

@@ -1,16 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
 import { API_PREFIX } from '../../http/conventions.js';
 import { sendPage } from '../../http/pagination.js';
 import { versionEtag } from '../../http/preconditions.js';
 import { authedContext, ifMatchOf } from '../../http/request-context.js';
-import { IdParams, NoContent, Page, errorResponses } from '../../http/schemas.js';
+import { IdParams, IfMatchHeader, NoContent, Page, errorResponses } from '../../http/schemas.js';
 import type { ProjectRow } from './projects.repository.js';
 import { CreateProjectBody, ListQuery, Member, MemberBody, MemberParams, Project, UpdateProjectBody } from './projects.schemas.js';
 import type { ProjectsService } from './projects.service.js';
 
 const security = [{ bearer: [] }];
-const ifMatch = Type.Object({ 'if-match': Type.Optional(Type.String({ description: 'ETag of the project; a stale one gets 412' })) });
+const ifMatch = IfMatchHeader('project');
 
 export function presentProject(p: ProjectRow) {
   return { id: p.id, name: p.name, description: p.description, created_by: p.created_by, created_at: p.created_at, updated_at: p.updated_at, member_count: p.member_count };
@@ -22,8 +21,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     schema: { tags: ['projects'], summary: 'Projects you belong to (ADMIN: all), newest first', security, querystring: ListQuery, response: { 200: Page(Project), ...errorResponses(400, 401) } },
     handler: async (request, reply) => {
       const { rows, page } = await projects.list(authedContext(request).actor, request.query);
-      const result = sendPage(request, reply, rows, page);
-      return { data: result.data.map(presentProject), next_cursor: result.next_cursor };
+      return sendPage(request, reply, rows, page, (ps) => ps.map(presentProject));
     },
   });
 
@@ -76,8 +74,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
     handler: async (request, reply) => {
       const { rows, page } = await projects.members(authedContext(request), request.params.id, request.query);
       // Members page forward by user id; the cursor carries the last user id of the page.
-      const result = sendPage(request, reply, rows.map((m) => ({ ...m, id: m.user_id })), page);
-      return { data: result.data.map((m) => ({ user_id: m.user_id, role: m.role, added_at: m.added_at })), next_cursor: result.next_cursor };
+      return sendPage(request, reply, rows, page, (ms) => ms.map((m) => ({ user_id: m.user_id, role: m.role, added_at: m.added_at })), (m) => m.user_id);
     },
   });
 

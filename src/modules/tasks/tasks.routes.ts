@@ -3,14 +3,14 @@ import { Type } from 'typebox';
 import { API_PREFIX } from '../../http/conventions.js';
 import { sendPage } from '../../http/pagination.js';
 import { authedContext, ifMatchOf } from '../../http/request-context.js';
-import { FreeText, Id, IdParams, NoContent, Page, PageQuery, Text, Timestamp, errorResponses } from '../../http/schemas.js';
+import { FreeText, Id, IdParams, IfMatchHeader, NoContent, Page, PageQuery, Text, Timestamp, errorResponses } from '../../http/schemas.js';
 import { presentTask, taskEtag } from './tasks.presenter.js';
 import type { TasksService } from './tasks.service.js';
 
 const security = [{ bearer: [] }];
 const Status = Type.Union([Type.Literal('TODO'), Type.Literal('IN_PROGRESS'), Type.Literal('IN_REVIEW'), Type.Literal('DONE'), Type.Literal('CANCELED')]);
 const Assignee = Type.Union([Id, Type.Null()]);
-const ifMatch = Type.Object({ 'if-match': Type.Optional(Type.String({ description: 'ETag of the task; a stale one gets 412' })) });
+const ifMatch = IfMatchHeader('task');
 
 const Task = Type.Object({
   id: Type.Integer(),
@@ -40,8 +40,7 @@ export const tasksRoutes: FastifyPluginAsyncTypebox<{ tasks: TasksService }> = a
     schema: { tags: ['tasks'], summary: 'Tasks of your projects (ADMIN: all), newest first', security, querystring: TaskQuery, response: { 200: Page(Task), ...errorResponses(400, 401) } },
     handler: async (request, reply) => {
       const { rows, page } = await tasks.list(authedContext(request).actor, request.query);
-      const result = sendPage(request, reply, rows, page);
-      return { data: result.data.map(presentTask), next_cursor: result.next_cursor };
+      return sendPage(request, reply, rows, page, (ts) => ts.map(presentTask));
     },
   });
 

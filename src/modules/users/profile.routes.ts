@@ -3,8 +3,8 @@ import { Type } from 'typebox';
 import type { Database } from '../../db/database.js';
 import { pageRequest, sendPage } from '../../http/pagination.js';
 import { authedContext, ifMatchOf } from '../../http/request-context.js';
-import { Page, PageQuery, errorResponses } from '../../http/schemas.js';
-import { querySecurityLog, resolvePersonalData } from '../audit/audit.queries.js';
+import { IfMatchHeader, Page, PageQuery, errorResponses } from '../../http/schemas.js';
+import { querySecurityLog, resolvePersonalData, type AuditRow } from '../audit/audit.queries.js';
 import { AuditRecord } from '../audit/audit.schemas.js';
 import { presentUser, userEtag } from './users.presenter.js';
 import { ProfileBody, User } from './users.schemas.js';
@@ -26,7 +26,7 @@ export const profileRoutes: FastifyPluginAsyncTypebox<{ users: UsersService; db:
   app.put('/profile', {
     schema: {
       tags: ['profile'], summary: 'Change your name', security, body: ProfileBody,
-      headers: Type.Object({ 'if-match': Type.Optional(Type.String()) }),
+      headers: IfMatchHeader('user'),
       response: { 200: User, ...errorResponses(400, 401, 412) },
     },
     handler: async (request, reply) => {
@@ -50,11 +50,11 @@ export const profileRoutes: FastifyPluginAsyncTypebox<{ users: UsersService; db:
       const { actor } = authedContext(request);
       const page = pageRequest(request.query);
       const rows = await querySecurityLog(db, actor.id, page.beforeId, page.limit);
-      const result = sendPage(request, reply, rows, page);
       // Someone else's action on your account (an ADMIN changing your email, a refused
       // attempt) is shown, but their address and user agent are theirs, not yours.
-      const own = result.data.map((r) => (r.actor_id === actor.id || r.actor_id === null ? r : { ...r, ip: null, user_agent: null }));
-      return { data: await resolvePersonalData(db, own), next_cursor: result.next_cursor };
+      const withoutOthersAddresses = (records: AuditRow[]) =>
+        records.map((r) => (r.actor_id === actor.id || r.actor_id === null ? r : { ...r, ip: null, user_agent: null }));
+      return sendPage(request, reply, rows, page, (records) => resolvePersonalData(db, withoutOthersAddresses(records)));
     },
   });
 };

@@ -1,15 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
 import { API_PREFIX } from '../../http/conventions.js';
 import { sendPage } from '../../http/pagination.js';
 import { authedContext, ifMatchOf } from '../../http/request-context.js';
-import { IdParams, NoContent, Page, errorResponses } from '../../http/schemas.js';
+import { IdParams, IfMatchHeader, NoContent, Page, errorResponses } from '../../http/schemas.js';
 import { presentUser, userEtag } from './users.presenter.js';
 import { ActiveBody, CreateUserBody, RoleBody, UpdateUserBody, User, UserListQuery } from './users.schemas.js';
 import type { UsersService } from './users.service.js';
 
 const security = [{ bearer: [] }];
-const ifMatchHeader = Type.Object({ 'if-match': Type.Optional(Type.String({ description: 'ETag of the user; a stale one gets 412' })) });
+const ifMatchHeader = IfMatchHeader('user');
 
 export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = async (app, { users }) => {
   app.get('/users', {
@@ -17,8 +16,7 @@ export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = a
     handler: async (request, reply) => {
       const { actor } = authedContext(request);
       const { rows, page } = await users.list(actor, request.query);
-      const result = sendPage(request, reply, rows, page);
-      return { data: result.data.map((u) => presentUser(u, actor)), next_cursor: result.next_cursor };
+      return sendPage(request, reply, rows, page, (us) => us.map((u) => presentUser(u, actor)));
     },
   });
 
