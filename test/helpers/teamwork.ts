@@ -4,30 +4,11 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { Session } from './client.js';
+import * as fixtures from './projects-fixtures.js';
+import type { PageBody, TaskBody } from './projects-fixtures.js';
 import type { TestServer } from './server.js';
 
-export interface PageBody<T> {
-  data: T[];
-  next_cursor: string | null;
-}
-
-/** The members of a problem+json body that tests look at, for typing error answers. */
-export interface ProblemFields {
-  code?: string;
-  detail?: string;
-}
-
-export interface TaskBody {
-  id: number;
-  project_id: number;
-  title: string;
-  description: string;
-  status: string;
-  assignee_id: number | null;
-  created_by: number | null;
-  created_at: string;
-  updated_at: string;
-}
+export type { PageBody, TaskBody, Problem as ProblemFields } from './projects-fixtures.js';
 
 export interface NotificationBody {
   id: number;
@@ -57,25 +38,23 @@ export const uniqueWord = (prefix = 'w') => `${prefix}${randomBytes(6).toString(
 
 /** Creates a project through the API; the session becomes its OWNER. */
 export async function createProject(owner: Session, name = `Project ${uniqueWord()}`): Promise<{ id: number; name: string }> {
-  const res = await owner.client.post('/api/v1/projects', { name }, { token: owner.token });
-  assert.equal(res.status, 201, res.text);
-  return { id: res.body.id as number, name: res.body.name as string };
+  const project = await fixtures.createProject(owner, { name });
+  return { id: project.id, name: project.name };
 }
 
-/** Adds a user to a project through the API (as its OWNER or an ADMIN). */
+/** Adds a new member to a project through the API (as its OWNER or an ADMIN): a 201, nothing else. */
 export async function addMember(by: Session, projectId: number, userId: number, role: 'OWNER' | 'MEMBER' = 'MEMBER'): Promise<void> {
-  const res = await by.client.put(`/api/v1/projects/${projectId}/members/${userId}`, { role }, { token: by.token });
+  const res = await fixtures.putMember(by, projectId, userId, role);
   assert.equal(res.status, 201, res.text);
 }
 
-/** Creates a task through the API and expects 201. */
-export async function createTask(
+/** Creates a task through the API and expects 201 (titles are letters only, for full-text search). */
+export function createTask(
   by: Session,
   body: { project_id: number; title?: string; description?: string; assignee_id?: number | null },
 ): Promise<TaskBody> {
-  const res = await by.client.post<TaskBody>('/api/v1/tasks', { ...body, title: body.title ?? `Task ${uniqueWord()}` }, { token: by.token });
-  assert.equal(res.status, 201, res.text);
-  return res.body;
+  const { project_id, ...rest } = body;
+  return fixtures.createTask(by, project_id, { ...rest, title: body.title ?? `Task ${uniqueWord()}` });
 }
 
 /** Rows of the events outbox, oldest first. */
