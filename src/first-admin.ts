@@ -36,7 +36,7 @@ export async function insertAdmin(
 ): Promise<UserRow | undefined> {
   const user = await insertUser(tx, { ...admin, role: 'ADMIN' });
   if (!user) return undefined;
-  await audit.record(tx, { actor: undefined, ip: null, userAgent: null, requestId: origin.requestId }, {
+  audit.record(tx, { actor: undefined, ip: null, userAgent: null, requestId: origin.requestId }, {
     action: 'CREATE_USER', resourceType: 'USER', resourceId: user.id, actorId: null,
     metadata: { email: user.email, role: 'ADMIN', via: origin.via },
   });

@@ -34,7 +34,7 @@ test('writes the events in the caller\'s transaction: visible after commit, in t
     { name, room: 'user:3', payload: {} },
   ];
   const xact = await database.db.transaction(async (tx) => {
-    await addEvents(tx, events);
+    addEvents(tx, events);
     return currentXact(tx);
   });
   const rows = await eventsNamed(name);
@@ -49,7 +49,7 @@ test('writes nothing when the caller\'s transaction rolls back', async () => {
   const name = `test-${randomUUID()}`;
   await assert.rejects(
     database.db.transaction(async (tx) => {
-      await addEvents(tx, [{ name, room: 'general', payload: { doomed: true } }]);
+      addEvents(tx, [{ name, room: 'general', payload: { doomed: true } }]);
       assert.equal((await tx.query('SELECT 1 FROM events WHERE name = $1', [name])).length, 1, 'written inside the transaction');
       throw new Error('the change failed');
     }),
@@ -62,7 +62,7 @@ test('writes nothing when a later statement of the same transaction fails in the
   const name = `test-${randomUUID()}`;
   await assert.rejects(
     database.db.transaction(async (tx) => {
-      await addEvents(tx, [{ name, room: 'general', payload: {} }]);
+      addEvents(tx, [{ name, room: 'general', payload: {} }]);
       await tx.query('SELECT 1 / 0');
     }),
     /division by zero/,
@@ -73,17 +73,17 @@ test('writes nothing when a later statement of the same transaction fails in the
 test('separate transactions get separate transaction ids; an empty list writes nothing', async () => {
   const name = `test-${randomUUID()}`;
   const first = await database.db.transaction(async (tx) => {
-    await addEvents(tx, [{ name, room: 'general', payload: { n: 1 } }]);
-    await addEvents(tx, []);
-    await addEvents(tx, [{ name, room: 'general', payload: { n: 2 } }]);
+    addEvents(tx, [{ name, room: 'general', payload: { n: 1 } }]);
+    addEvents(tx, []);
+    addEvents(tx, [{ name, room: 'general', payload: { n: 2 } }]);
     return currentXact(tx);
   });
   const second = await database.db.transaction(async (tx) => {
-    await addEvents(tx, [{ name, room: 'general', payload: { n: 3 } }]);
+    addEvents(tx, [{ name, room: 'general', payload: { n: 3 } }]);
     return currentXact(tx);
   });
   const before = (await database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM events'))[0]!.n;
-  await database.db.transaction((tx) => addEvents(tx, []));
+  await database.db.transaction(async (tx) => addEvents(tx, []));
   assert.equal((await database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM events'))[0]!.n, before);
   assert.notEqual(first, second);
   assert.deepEqual(
@@ -96,7 +96,7 @@ test('other connections do not see the events until the transaction commits', { 
   const name = `test-${randomUUID()}`;
   let seenInside = -1;
   await database.db.transaction(async (tx) => {
-    await addEvents(tx, [{ name, room: 'general', payload: {} }]);
+    addEvents(tx, [{ name, room: 'general', payload: {} }]);
     seenInside = (await eventsNamed(name)).length; // the owner's pool: another connection
   });
   assert.equal(seenInside, 0);
@@ -116,12 +116,12 @@ test('a consumer reading below the oldest running transaction does not see a lat
   let started!: () => void;
   const inside = new Promise<void>((resolve) => (started = resolve));
   const slow = database.db.transaction(async (tx) => {
-    await addEvents(tx, [{ name, room: 'general', payload: { which: 'slow' } }]);
+    addEvents(tx, [{ name, room: 'general', payload: { which: 'slow' } }]);
     started();
     await gate;
   });
   await inside;
-  await database.db.transaction((tx) => addEvents(tx, [{ name, room: 'general', payload: { which: 'fast' } }]));
+  await database.db.transaction(async (tx) => addEvents(tx, [{ name, room: 'general', payload: { which: 'fast' } }]));
   const rows = await eventsNamed(name);
   assert.deepEqual(rows.map((r) => r.payload.which), ['fast'], 'the fast one committed, the slow one not yet');
   assert.equal(await visible(), 0, 'the fast one waits behind the running slow transaction');

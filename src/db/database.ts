@@ -5,7 +5,9 @@ export interface QueryOptions {
   /**
    * Prepare the statement once per connection under this name (PostgreSQL; ignored by
    * PGlite). For hot statements whose plan does not depend on the parameters (key
-   * lookups), not for catch-all filters that need a plan per call.
+   * lookups), not for catch-all filters that need a plan per call. Outside a transaction
+   * such a statement runs on a shared pipelined connection (lookup-lanes.ts), answered in
+   * order with other requests' lookups: keep it to short key lookups.
    */
   prepareAs?: string;
 }
@@ -16,6 +18,14 @@ export interface Queryable {
 
 /** A transaction in progress. afterCommit callbacks run once it has committed, never on rollback. */
 export interface Tx extends Queryable {
+  /**
+   * Sends a statement whose answer the use case does not need (an audit record, an outbox
+   * row) without waiting for it. On PostgreSQL it travels pipelined behind the statements
+   * before it, so it costs no round trip of its own; on PGlite it runs in turn. Every sent
+   * statement is settled before COMMIT: if one fails, the transaction rolls back and
+   * transaction() throws that statement's error, exactly as if it had been awaited.
+   */
+  send(sql: string, params?: readonly unknown[], opts?: QueryOptions): void;
   afterCommit(fn: () => void): void;
 }
 
@@ -35,30 +45,57 @@ export interface Database extends Queryable {
   close(): Promise<void>;
 }
 
-/** Shared by both drivers: run fn, commit or roll back, then fire the after-commit hooks. */
+/**
+ * Shared by both drivers: BEGIN, fn, then COMMIT or ROLLBACK, then the after-commit hooks.
+ *
+ * `pipelined` (node-postgres in pipeline mode): statements are written without waiting for
+ * the answers to the ones before them, and PostgreSQL answers in order. BEGIN then travels
+ * with the transaction's first statement, and sent statements (Tx.send) with the next one or
+ * with COMMIT, so an audited creation costs two round trips instead of five. Without it
+ * (PGlite, in process: no round trips to save) every statement waits for the one before.
+ */
 export async function runTransaction<T>(
   q: Queryable,
   fn: (tx: Tx) => Promise<T>,
   onAfterCommitError: (err: unknown) => void,
+  pipelined: boolean,
 ): Promise<T> {
   const hooks: Array<() => void> = [];
+  // Resolves once every statement sent so far has answered; `failed` keeps the first error.
+  let settled: Promise<void> = Promise.resolve();
+  let failed: { error: unknown } | undefined;
+  const send = (sql: string, params?: readonly unknown[], opts?: QueryOptions) => {
+    const answer = pipelined ? q.query(sql, params, opts) : settled.then(() => q.query(sql, params, opts));
+    const outcome = answer.then(
+      () => undefined,
+      (error: unknown) => void (failed ??= { error }),
+    );
+    settled = Promise.all([settled, outcome]).then(() => undefined);
+  };
   const tx: Tx = {
-    query: (sql, params, opts) => q.query(sql, params, opts),
+    async query(sql, params, opts) {
+      if (!pipelined) await settled;
+      return q.query(sql, params, opts);
+    },
+    send,
     afterCommit: (hook) => hooks.push(hook),
   };
-  await q.query('BEGIN');
+
+  // BEGIN can only fail with the connection itself, and then so does everything behind it.
+  send('BEGIN');
   let result: T;
   try {
     result = await fn(tx);
   } catch (err) {
-    try {
-      await q.query('ROLLBACK');
-    } catch {
-      // The connection is already broken; the caller's error is the one worth reporting.
-    }
-    throw err;
+    // A broken connection fails the ROLLBACK too; the caller's error is the one worth reporting.
+    await Promise.allSettled([tx.query('ROLLBACK'), settled]);
+    // A sent statement that failed is the cause: the statements after it only saw an aborted transaction.
+    throw failed ? failed.error : err;
   }
-  await q.query('COMMIT');
+  const [commit] = await Promise.allSettled([tx.query('COMMIT'), settled]);
+  // PostgreSQL answers COMMIT of a transaction aborted by a failed statement with a rollback.
+  if (failed) throw failed.error;
+  if (commit.status === 'rejected') throw commit.reason;
   for (const hook of hooks) {
     try {
       hook();

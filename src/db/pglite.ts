@@ -48,7 +48,7 @@ export async function createPgliteDatabase(dataDir: string | undefined, onError:
   return {
     kind: 'pglite',
     query: <R>(sql: string, params?: readonly unknown[]) => mutex.run(() => direct.query<R>(sql, params)),
-    transaction: <T>(fn: (tx: Tx) => Promise<T>) => mutex.run(() => runTransaction(direct, fn, onError)),
+    transaction: <T>(fn: (tx: Tx) => Promise<T>) => mutex.run(() => runTransaction(direct, fn, onError, false)),
     exec: (sql: string) => mutex.run(async () => void (await pg.exec(sql))),
     poolStats: () => ({ total: 1, idle: mutex.held ? 0 : 1, waiting: mutex.waiting }),
     close: async () => {

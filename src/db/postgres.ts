@@ -1,6 +1,8 @@
+import type { Writable } from 'node:stream';
 import pg from 'pg';
 import type { Database, QueryOptions, Tx } from './database.js';
 import { runTransaction } from './database.js';
+import { LookupLanes } from './lookup-lanes.js';
 
 // Ids are bigint columns but always within 1..2^53-1 (the API's id range), so numbers are exact.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
@@ -19,34 +21,67 @@ export interface PostgresOptions {
   onError: (err: unknown) => void;
 }
 
+/**
+ * Pipelined statements issued in one turn of the event loop (BEGIN and the first statement;
+ * the audit record, the outbox rows and COMMIT) leave in one write instead of one system
+ * call each: the connection's socket is corked at the first and uncorked once the turn's
+ * promise callbacks have run. Only batching depends on this; order and correctness do not.
+ * node-postgres has no public handle on its socket, hence the guarded look-up.
+ */
+function writeBatcher(client: pg.PoolClient): () => void {
+  const stream = (client as unknown as { connection?: { stream?: Partial<Writable> } }).connection?.stream;
+  if (typeof stream?.cork !== 'function' || typeof stream.uncork !== 'function') return () => {};
+  const { cork, uncork } = { cork: stream.cork.bind(stream), uncork: stream.uncork.bind(stream) };
+  let corked = false;
+  return () => {
+    if (corked) return;
+    corked = true;
+    cork();
+    process.nextTick(() => {
+      corked = false;
+      uncork();
+    });
+  };
+}
+
+/** Pipelined connections for key lookups, beside the pool (see lookup-lanes.ts). */
+export const LOOKUP_LANES = 2;
+
 export function createPostgresDatabase(opts: PostgresOptions): Database {
-  const pool = new pg.Pool({
+  const connection: pg.ClientConfig = {
     connectionString: opts.url,
-    max: opts.poolSize,
     connectionTimeoutMillis: 3000,
-    idleTimeoutMillis: 30_000,
     options: opts.role ? `-c role=${opts.role}` : undefined,
     application_name: 'teamlog',
-  });
+  };
+  const pool = new pg.Pool({
+    ...connection,
+    max: opts.poolSize,
+    idleTimeoutMillis: 30_000,
+    // Statements are written without waiting for the answers before them (see runTransaction).
+    pipeline: true,
+  } as pg.PoolConfig);
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', opts.onError);
+  const lookups = new LookupLanes(connection, LOOKUP_LANES, opts.onError);
 
   return {
     kind: 'postgres',
-    async query<R>(sql: string, params?: readonly unknown[], opts?: QueryOptions) {
-      const res = opts?.prepareAs
-        ? await pool.query({ name: opts.prepareAs, text: sql, values: params as unknown[] | undefined })
-        : await pool.query(sql, params as unknown[] | undefined);
-      return res.rows as R[];
+    async query<R>(sql: string, params?: readonly unknown[], options?: QueryOptions) {
+      const values = params as unknown[] | undefined;
+      if (options?.prepareAs) return lookups.query<R>(options.prepareAs, sql, values);
+      return (await pool.query(sql, values)).rows as R[];
     },
     async transaction<T>(fn: (tx: Tx) => Promise<T>) {
       const client = await pool.connect();
+      const batch = writeBatcher(client);
       let broken: Error | undefined;
       try {
         return await runTransaction(
           {
             query: async <R>(sql: string, params?: readonly unknown[], opts?: QueryOptions) => {
               try {
+                batch();
                 const values = params as unknown[] | undefined;
                 const res = opts?.prepareAs ? await client.query({ name: opts.prepareAs, text: sql, values }) : await client.query(sql, values);
                 return res.rows as R[];
@@ -58,6 +93,7 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
           },
           fn,
           opts.onError,
+          true,
         );
       } finally {
         // A client whose socket failed is destroyed rather than returned to the pool.
@@ -68,6 +104,9 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
       await pool.query(sql);
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    close: () => pool.end(),
+    close: async () => {
+      await lookups.close();
+      await pool.end();
+    },
   };
 }

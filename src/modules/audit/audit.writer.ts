@@ -1,6 +1,8 @@
 // The only way to write an audit record. It takes the caller's transaction, so the record
-// commits or rolls back with the change it describes; call it after the change. Refusals
-// (DENIED) get their own transaction, since nothing else changed.
+// commits or rolls back with the change it describes; call it after the change. The record
+// is sent, not awaited (Tx.send): it travels with the transaction's next statement or its
+// COMMIT, and if it fails the whole transaction fails. Refusals (DENIED) get their own
+// transaction, since nothing else changed.
 import { createHmac } from 'node:crypto';
 import type { Database, Tx } from '../../db/database.js';
 import type { RequestContext } from '../../context.js';
@@ -41,7 +43,7 @@ export interface AuditEntry {
 }
 
 export interface AuditWriter {
-  record(tx: Tx, ctx: RequestContext, entry: AuditEntry): Promise<number>;
+  record(tx: Tx, ctx: RequestContext, entry: AuditEntry): void;
   /** Records a refused action in a transaction of its own. */
   deny(db: Database, ctx: RequestContext, entry: Omit<AuditEntry, 'result'>): Promise<void>;
 }
@@ -50,7 +52,7 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
   const refOf = (subject: number | null, value: string) =>
     createHmac('sha256', personalDataKey).update(`${subject ?? ''}\u0000${value}`).digest('hex');
 
-  async function record(tx: Tx, ctx: RequestContext, entry: AuditEntry): Promise<number> {
+  function record(tx: Tx, ctx: RequestContext, entry: AuditEntry): void {
     const subject = entry.subjectUserId !== undefined ? entry.subjectUserId : entry.resourceType === 'USER' ? entry.resourceId : null;
     const metadata: Record<string, unknown> = { ...entry.metadata };
     const personal: Array<[string, string]> = [];
@@ -63,16 +65,16 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
       }
     }
     if (personal.length > 0) {
-      await tx.query(
+      tx.send(
         `INSERT INTO audit_personal_data (ref, subject_user_id, value)
          SELECT ref, $2::bigint, value FROM unnest($1::text[], $3::text[]) AS p(ref, value)
          ON CONFLICT (ref) DO NOTHING`,
         [personal.map((p) => p[0]), subject, personal.map((p) => p[1])],
       );
     }
-    const rows = await tx.query<{ id: number }>(
+    tx.send(
       `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
       [
         entry.actorId !== undefined ? entry.actorId : (ctx.actor?.id ?? null),
         entry.action,
@@ -86,13 +88,12 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
       ],
       { prepareAs: 'audit_insert' },
     );
-    return rows[0]!.id;
   }
 
   return {
     record,
     async deny(db, ctx, entry) {
-      await db.transaction((tx) => record(tx, ctx, { ...entry, result: 'DENIED' }));
+      await db.transaction(async (tx) => record(tx, ctx, { ...entry, result: 'DENIED' }));
     },
   };
 }

@@ -60,7 +60,7 @@ export function createAuthService(deps: Deps) {
     const user = await findUserByEmail(db, email);
     const reservation = await db.transaction(async (tx) => {
       const r = await reserveAttempt(tx, email, ip);
-      if (r.throttled) await audit.record(tx, ctx, loginFailure(user, email, 'throttled'));
+      if (r.throttled) audit.record(tx, ctx, loginFailure(user, email, 'throttled'));
       return r;
     });
     if (reservation.throttled) throw rateLimited(reservation.retryAfter);
@@ -68,20 +68,20 @@ export function createAuthService(deps: Deps) {
     // Unknown emails are verified against a decoy hash: the same work, the same answer.
     const verified = await verifyPassword(password, user?.password_hash ?? (await decoyHash()));
     if (!user || !verified) {
-      await db.transaction((tx) => audit.record(tx, ctx, loginFailure(user, email, user ? 'bad_password' : 'unknown_email')));
+      await db.transaction(async (tx) => audit.record(tx, ctx, loginFailure(user, email, user ? 'bad_password' : 'unknown_email')));
       throw invalidCredentials();
     }
     if (!user.active) {
       await db.transaction(async (tx) => {
         await releaseAttempt(tx, reservation.id);
-        await audit.record(tx, ctx, loginFailure(user, email, 'deactivated'));
+        audit.record(tx, ctx, loginFailure(user, email, 'deactivated'));
       });
       throw accountDeactivated();
     }
     const tokens = await db.transaction(async (tx) => {
       await releaseAttempt(tx, reservation.id);
       const pair = await issueTokens(tx, ctx, user.id);
-      await audit.record(tx, ctx, { action: 'LOGIN_SUCCESS', resourceType: 'USER', resourceId: user.id, actorId: user.id });
+      audit.record(tx, ctx, { action: 'LOGIN_SUCCESS', resourceType: 'USER', resourceId: user.id, actorId: user.id });
       return pair;
     });
     return { ...tokens, user };
@@ -106,7 +106,7 @@ export function createAuthService(deps: Deps) {
       if (row.spent) {
         // A spent token presented again: someone else holds a copy. End the whole session.
         await tx.query(`UPDATE sessions SET revoked_at = now(), revoked_reason = 'refresh_reuse' WHERE id = $1`, [row.session_id]);
-        await audit.record(tx, { ...ctx, actor: undefined }, {
+        audit.record(tx, { ...ctx, actor: undefined }, {
           action: 'SESSION_REVOKED',
           resourceType: 'USER',
           resourceId: row.user_id,
@@ -127,7 +127,7 @@ export function createAuthService(deps: Deps) {
   async function logout(ctx: RequestContext & { actor: Actor }): Promise<void> {
     await db.transaction(async (tx) => {
       await tx.query(`UPDATE sessions SET revoked_at = now(), revoked_reason = 'logout' WHERE id = $1 AND revoked_at IS NULL`, [ctx.actor.sessionId]);
-      await audit.record(tx, ctx, { action: 'LOGOUT', resourceType: 'USER', resourceId: ctx.actor.id, metadata: { sessionId: ctx.actor.sessionId } });
+      audit.record(tx, ctx, { action: 'LOGOUT', resourceType: 'USER', resourceId: ctx.actor.id, metadata: { sessionId: ctx.actor.sessionId } });
     });
   }
 
@@ -149,7 +149,7 @@ export function createAuthService(deps: Deps) {
           WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL RETURNING id`,
         [actor.id, actor.sessionId],
       );
-      await audit.record(tx, ctx, { action: 'PASSWORD_CHANGED', resourceType: 'USER', resourceId: actor.id, metadata: { revokedSessions: revoked.length } });
+      audit.record(tx, ctx, { action: 'PASSWORD_CHANGED', resourceType: 'USER', resourceId: actor.id, metadata: { revokedSessions: revoked.length } });
     });
   }
 

@@ -56,7 +56,7 @@ export function createMessagesService(deps: Deps) {
           [room, projectId, ctx.actor.id, input.text],
         );
         const message = rows[0]!;
-        await addEvents(tx, [{ name: 'new-message', room, payload: { ...message } }]);
+        addEvents(tx, [{ name: 'new-message', room, payload: { ...message } }]);
         return message;
       });
     },

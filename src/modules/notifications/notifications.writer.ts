@@ -30,7 +30,7 @@ export async function notify(
      RETURNING id, user_id, kind, payload, read_at, created_at`,
     [to, kind, JSON.stringify(payload)],
   );
-  await addEvents(
+  addEvents(
     tx,
     rows.map((n) => ({ name: 'new-notification', room: `user:${n.user_id}`, payload: presentNotification(n) as unknown as Record<string, unknown> })),
   );

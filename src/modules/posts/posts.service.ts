@@ -48,7 +48,7 @@ export function createPostsService(deps: Deps) {
       const after = (await findPost(tx, id, ctx.actor.id))!;
       if (like && changed.length > 0 && post.author_id !== ctx.actor.id) {
         await notify(tx, ctx.actor.id, [post.author_id], 'post_liked', { post_id: id, actor_id: ctx.actor.id });
-        await addEvents(tx, [{ name: 'post-liked', room: `user:${post.author_id}`, payload: { post_id: id, user_id: ctx.actor.id, like_count: after.like_count } }]);
+        addEvents(tx, [{ name: 'post-liked', room: `user:${post.author_id}`, payload: { post_id: id, user_id: ctx.actor.id, like_count: after.like_count } }]);
       }
       return after;
     });

@@ -58,7 +58,7 @@ export function createProjectsService(deps: Deps) {
         const id = await repo.insertProject(tx, { name: body.name.trim(), description: body.description ?? '', createdBy: ctx.actor.id });
         await tx.query(`INSERT INTO project_members (project_id, user_id, role) VALUES ($1, $2, 'OWNER')`, [id, ctx.actor.id]);
         // One record per action: creating a project is CREATE_PROJECT, not also ADD_PROJECT_MEMBER.
-        await audit.record(tx, ctx, { action: 'CREATE_PROJECT', resourceType: 'PROJECT', resourceId: id, metadata: { name: body.name.trim() } });
+        audit.record(tx, ctx, { action: 'CREATE_PROJECT', resourceType: 'PROJECT', resourceId: id, metadata: { name: body.name.trim() } });
         return (await repo.findProject(tx, id))!;
       });
     },
@@ -84,7 +84,7 @@ export function createProjectsService(deps: Deps) {
         const project = await lockProject(tx, id);
         const tasks = await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM tasks WHERE project_id = $1', [id]);
         await tx.query('DELETE FROM projects WHERE id = $1', [id]);
-        await audit.record(tx, ctx, { action: 'DELETE_PROJECT', resourceType: 'PROJECT', resourceId: id, metadata: { name: project.name, taskCount: tasks[0]!.n } });
+        audit.record(tx, ctx, { action: 'DELETE_PROJECT', resourceType: 'PROJECT', resourceId: id, metadata: { name: project.name, taskCount: tasks[0]!.n } });
       });
     },
 
@@ -120,13 +120,13 @@ export function createProjectsService(deps: Deps) {
         }
         if (current === undefined) {
           await tx.query('INSERT INTO project_members (project_id, user_id, role) VALUES ($1, $2, $3)', [id, userId, role]);
-          await audit.record(tx, ctx, { action: 'ADD_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id, metadata: { userId, role } });
+          audit.record(tx, ctx, { action: 'ADD_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id, metadata: { userId, role } });
           await notify(tx, ctx.actor.id, [userId], 'project_member_added', { project_id: id, project_name: project.name, role, actor_id: ctx.actor.id });
-          await addEvents(tx, [{ name: 'membership-changed', room: `user:${userId}`, payload: { project_id: id, user_id: userId, role } }]);
+          addEvents(tx, [{ name: 'membership-changed', room: `user:${userId}`, payload: { project_id: id, user_id: userId, role } }]);
         } else {
           await guardLastOwner(tx, id, current);
           await tx.query('UPDATE project_members SET role = $3 WHERE project_id = $1 AND user_id = $2', [id, userId, role]);
-          await audit.record(tx, ctx, { action: 'CHANGE_PROJECT_MEMBER_ROLE', resourceType: 'PROJECT', resourceId: id, metadata: { userId, oldRole: current, newRole: role } });
+          audit.record(tx, ctx, { action: 'CHANGE_PROJECT_MEMBER_ROLE', resourceType: 'PROJECT', resourceId: id, metadata: { userId, oldRole: current, newRole: role } });
         }
         await repo.bumpProject(tx, id);
         const member = (await tx.query<repo.MemberRow>('SELECT user_id, role, added_at FROM project_members WHERE project_id = $1 AND user_id = $2', [id, userId]))[0]!;
@@ -151,8 +151,8 @@ export function createProjectsService(deps: Deps) {
           [id, userId],
         );
         await repo.bumpProject(tx, id);
-        await audit.record(tx, ctx, { action: 'REMOVE_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id, metadata: { userId, role } });
-        await addEvents(tx, [
+        audit.record(tx, ctx, { action: 'REMOVE_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id, metadata: { userId, role } });
+        addEvents(tx, [
           { name: 'membership-changed', room: `user:${userId}`, payload: { project_id: id, user_id: userId, role: null } },
           ...unassigned.map((t) => taskEvent('task-updated', t)),
         ]);

@@ -27,7 +27,7 @@ export const unassignTasks: UserDeletionStep = async (tx, user) => {
     `UPDATE tasks SET assignee_id = NULL, version = version + 1, updated_at = now() WHERE assignee_id = $1 RETURNING ${TASK_COLUMNS}`,
     [user.id],
   );
-  await addEvents(tx, tasks.map((t) => taskEvent('task-updated', t)));
+  addEvents(tx, tasks.map((t) => taskEvent('task-updated', t)));
 };
 
 export const teamDeletionSteps: UserDeletionStep[] = [refuseSoleOwner, unassignTasks];

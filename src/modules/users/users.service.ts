@@ -66,7 +66,7 @@ export function createUsersService(deps: Deps) {
       return db.transaction(async (tx) => {
         const user = await repo.insertUser(tx, { email, name: body.name.trim(), passwordHash, role: body.role ?? 'USER' });
         if (!user) throw conflict('EMAIL_TAKEN', 'A user with this email already exists');
-        await audit.record(tx, ctx, { action: 'CREATE_USER', resourceType: 'USER', resourceId: user.id, metadata: { email, role: user.role } });
+        audit.record(tx, ctx, { action: 'CREATE_USER', resourceType: 'USER', resourceId: user.id, metadata: { email, role: user.role } });
         return user;
       });
     },
@@ -106,7 +106,7 @@ export function createUsersService(deps: Deps) {
         if (Object.keys(change).length === 0) return user;
         const updated = await repo.updateUser(tx, id, change);
         if (change.email !== undefined) {
-          await audit.record(tx, ctx, { action: 'UPDATE_USER_EMAIL', resourceType: 'USER', resourceId: id, metadata: { oldEmail: user.email, newEmail: change.email } });
+          audit.record(tx, ctx, { action: 'UPDATE_USER_EMAIL', resourceType: 'USER', resourceId: id, metadata: { oldEmail: user.email, newEmail: change.email } });
         }
         return updated;
       });
@@ -122,7 +122,7 @@ export function createUsersService(deps: Deps) {
         if (user.role === role) return user;
         if (role !== 'ADMIN') await guardLastAdmin(tx, user, 'demoted');
         const updated = await repo.updateUser(tx, id, { role });
-        await audit.record(tx, ctx, { action: 'CHANGE_USER_ROLE', resourceType: 'USER', resourceId: id, metadata: { oldRole: user.role, newRole: role } });
+        audit.record(tx, ctx, { action: 'CHANGE_USER_ROLE', resourceType: 'USER', resourceId: id, metadata: { oldRole: user.role, newRole: role } });
         return updated;
       });
     },
@@ -142,7 +142,7 @@ export function createUsersService(deps: Deps) {
           await tx.query(`UPDATE sessions SET revoked_at = now(), revoked_reason = 'deactivated' WHERE user_id = $1 AND revoked_at IS NULL`, [id]);
         }
         const updated = await repo.updateUser(tx, id, { active });
-        await audit.record(tx, ctx, { action, resourceType: 'USER', resourceId: id });
+        audit.record(tx, ctx, { action, resourceType: 'USER', resourceId: id });
         return updated;
       });
     },
@@ -156,7 +156,7 @@ export function createUsersService(deps: Deps) {
         await guardLastAdmin(tx, user, 'deleted');
         for (const step of userDeletionSteps) await step(tx, user);
         await tx.query('DELETE FROM users WHERE id = $1', [id]);
-        await audit.record(tx, ctx, { action: 'DELETE_USER', resourceType: 'USER', resourceId: id, metadata: { email: user.email, role: user.role } });
+        audit.record(tx, ctx, { action: 'DELETE_USER', resourceType: 'USER', resourceId: id, metadata: { email: user.email, role: user.role } });
       });
     },
   };
