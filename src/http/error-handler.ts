@@ -128,7 +128,8 @@ export function registerErrorHandler(app: FastifyInstance): void {
     const known = toAppError(err);
     if (known) {
       if (known.status === 503) request.log.warn({ err }, 'database unavailable');
-      else if (pgErrorCode(err)) request.log.warn({ err }, 'input rejected by the database');
+      // Our own refusals (AppError also has a string `code`) are answers, not incidents.
+      else if (!(err instanceof AppError) && pgErrorCode(err)) request.log.warn({ err }, 'input rejected by the database');
       return sendProblem(request, reply, known);
     }
     request.log.error({ err }, 'unhandled error');
