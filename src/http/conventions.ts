@@ -107,8 +107,11 @@ export function registerConventions(app: FastifyInstance): void {
     }
     if (!isRead || status !== 200) return payload;
     if (!reply.hasHeader('etag') && typeof payload === 'string' && request.url.startsWith(API_PREFIX)) {
-      // A list's (or any unversioned body's) ETag is a hash of the body.
-      reply.header('etag', `"${createHash('sha1').update(payload).digest('base64url')}"`);
+      // A list's (or any unversioned body's) ETag is a hash of the body. The body is encoded
+      // once, for the hash and for the socket alike.
+      const bytes = Buffer.from(payload);
+      reply.header('etag', `"${createHash('sha1').update(bytes).digest('base64url')}"`);
+      payload = bytes;
     }
     const etag = reply.getHeader('etag');
     if (typeof etag === 'string' && etagMatches(request.headers['if-none-match'], etag)) {
