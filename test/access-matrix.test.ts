@@ -252,7 +252,7 @@ const rows: Row[] = [
   { route: 'PUT /notifications/:id/read', as: 'member', method: 'PUT', path: (w) => `/api/v1/notifications/${w.note.id}/read`, status: 200 },
   { route: 'PUT /notifications/read', as: 'outsider', method: 'PUT', path: () => '/api/v1/notifications/read', status: 204, note: "leaving the member's unread",
     expect: async (w) => {
-      const rows = await server.owner.query<{ read_at: Date | null }>('SELECT read_at FROM notifications WHERE id = $1', [w.note.id]);
+      const rows = await server.owner.query<{ read_at: string | null }>('SELECT read_at FROM notifications WHERE id = $1', [w.note.id]);
       assert.equal(rows[0]!.read_at, null);
     } },
 

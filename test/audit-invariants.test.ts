@@ -243,26 +243,26 @@ describe('server-stamped', () => {
     const connections: Array<[string, Database]> = [['service', server.db], ['owner', server.owner]];
     for (const [who, conn] of connections) {
       const result = await conn.transaction(async (tx) => {
-        const [row] = await tx.query<{ id: number; ts: Date; xact_id: string }>(
+        const [row] = await tx.query<{ id: number; ts: string; xact_id: string }>(
           `INSERT INTO audit_log (action, resource_type, result, request_id, "timestamp", xact_id)
            VALUES ('TEST_FORGERY', 'USER', 'SUCCESS', $1, '2000-01-01T00:00:00Z', '12345')
            RETURNING id, "timestamp" AS ts, xact_id::text AS xact_id`,
           [`forgery-${who}`],
         );
-        const [now] = await tx.query<{ xact_id: string; started: Date; clock: Date }>(
+        const [now] = await tx.query<{ xact_id: string; started: string; clock: string }>(
           'SELECT pg_current_xact_id()::text AS xact_id, now() AS started, clock_timestamp() AS clock',
         );
         return { row: row!, now: now! };
       });
-      const [stored] = await server.owner.query<{ ts: Date; xact_id: string }>(
+      const [stored] = await server.owner.query<{ ts: string; xact_id: string }>(
         'SELECT "timestamp" AS ts, xact_id::text AS xact_id FROM audit_log WHERE id = $1',
         [result.row.id],
       );
       assert.ok(stored, who);
       assert.equal(stored.xact_id, result.now.xact_id, `${who}: xact_id is the inserting transaction's`);
       assert.notEqual(stored.xact_id, '12345', who);
-      assert.ok(stored.ts.getTime() >= result.now.started.getTime(), `${who}: timestamp is not before the transaction began`);
-      assert.ok(stored.ts.getTime() <= result.now.clock.getTime(), `${who}: timestamp is not after the insert`);
+      assert.ok(Date.parse(stored.ts) >= Date.parse(result.now.started), `${who}: timestamp is not before the transaction began`);
+      assert.ok(Date.parse(stored.ts) <= Date.parse(result.now.clock), `${who}: timestamp is not after the insert`);
     }
   });
 

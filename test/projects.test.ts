@@ -29,7 +29,7 @@ const projectRecords = (projectId: number, action?: string) =>
     : auditRows(server, `resource_type = 'PROJECT' AND resource_id = $1 AND action = $2`, [projectId, action]);
 
 async function projectRow(id: number) {
-  const rows = await server.owner.query<{ name: string; description: string; version: number; updated_at: Date }>(
+  const rows = await server.owner.query<{ name: string; description: string; version: number; updated_at: string }>(
     'SELECT name, description, version, updated_at FROM projects WHERE id = $1',
     [id],
   );

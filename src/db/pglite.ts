@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { PGlite, types } from '@electric-sql/pglite';
 import type { Database, Tx } from './database.js';
 import { runTransaction } from './database.js';
+import { SESSION_SETTINGS, isoTimestamp } from './timestamps.js';
 
 /**
  * PGlite has exactly one connection. A transaction holds it from BEGIN to COMMIT, so every
@@ -35,9 +36,10 @@ export async function createPgliteDatabase(dataDir: string | undefined, onError:
   if (dataDir) mkdirSync(dataDir, { recursive: true });
   const pg = new PGlite({
     dataDir,
-    parsers: { [types.INT8]: (v: string) => Number(v) },
+    parsers: { [types.INT8]: (v: string) => Number(v), [types.TIMESTAMPTZ]: isoTimestamp },
   });
   await pg.waitReady;
+  for (const [name, value] of Object.entries(SESSION_SETTINGS)) await pg.query('SELECT set_config($1, $2, false)', [name, value]);
   const mutex = new Mutex();
   const direct = {
     query: async <R>(sql: string, params?: readonly unknown[]) =>

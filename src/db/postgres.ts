@@ -3,9 +3,11 @@ import pg from 'pg';
 import type { Database, QueryOptions, Tx } from './database.js';
 import { runTransaction } from './database.js';
 import { LookupLanes } from './lookup-lanes.js';
+import { SESSION_SETTINGS, isoTimestamp } from './timestamps.js';
 
 // Ids are bigint columns but always within 1..2^53-1 (the API's id range), so numbers are exact.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+pg.types.setTypeParser(pg.types.builtins.TIMESTAMPTZ, isoTimestamp);
 
 export const APP_ROLE = 'teamlog_app';
 
@@ -51,7 +53,7 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
   const connection: pg.ClientConfig = {
     connectionString: opts.url,
     connectionTimeoutMillis: 3000,
-    options: opts.role ? `-c role=${opts.role}` : undefined,
+    options: [...Object.entries(SESSION_SETTINGS), ...(opts.role ? [['role', opts.role]] : [])].map(([k, v]) => `-c ${k}=${v}`).join(' '),
     application_name: 'teamlog',
   };
   const pool = new pg.Pool({

@@ -31,8 +31,8 @@ export const PasswordInput = Type.String({ minLength: 1, maxLength: 1024, patter
 /** New passwords: at least 10 characters. */
 export const NewPassword = Type.String({ minLength: 10, maxLength: 1024, pattern: NO_NUL, description: 'At least 10 characters' });
 
-/** Rows carry Dates; the serializer writes them as ISO 8601 UTC with milliseconds. */
-export const Timestamp = Type.Unsafe<Date | string>({ type: 'string', format: 'date-time', description: 'ISO 8601 UTC with milliseconds' });
+/** Rows carry timestamps already as ISO 8601 UTC with milliseconds (db/timestamps.ts). */
+export const Timestamp = Type.Unsafe<string>({ type: 'string', format: 'date-time', description: 'ISO 8601 UTC with milliseconds' });
 
 export const NoContent = Type.Null({ description: 'No content' });
 

@@ -30,7 +30,7 @@ export interface NotificationRow {
   user_id: number;
   kind: string;
   payload: Record<string, unknown>;
-  read_at: Date | string | null;
+  read_at: string | null;
 }
 
 /** A word that appears nowhere else (letters only, so full-text search keeps it whole). */

@@ -9,7 +9,7 @@ export interface AuditRow {
   action: string;
   resource_type: string;
   resource_id: number | null;
-  timestamp: Date;
+  timestamp: string;
   result: string;
   metadata: Record<string, unknown>;
   ip: string | null;

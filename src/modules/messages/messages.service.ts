@@ -15,7 +15,7 @@ export interface MessageRow {
   room: string;
   author_id: number;
   text: string;
-  created_at: Date;
+  created_at: string;
 }
 
 export const ROOM_PATTERN = '^(general|project:[1-9][0-9]{0,15})$';

@@ -11,8 +11,8 @@ export interface NotificationRow {
   user_id: number;
   kind: NotificationKind;
   payload: Record<string, unknown>;
-  read_at: Date | null;
-  created_at: Date;
+  read_at: string | null;
+  created_at: string;
 }
 
 export async function notify(

@@ -18,7 +18,7 @@ export interface PostRow {
   like_count: number;
   liked_by_me: boolean;
   version: number;
-  created_at: Date;
+  created_at: string;
 }
 
 /** liked_by_me makes two representations of one version: they carry different strong ETags. */

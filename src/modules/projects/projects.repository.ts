@@ -7,15 +7,15 @@ export interface ProjectRow {
   description: string;
   created_by: number | null;
   version: number;
-  created_at: Date;
-  updated_at: Date;
+  created_at: string;
+  updated_at: string;
   member_count: number;
 }
 
 export interface MemberRow {
   user_id: number;
   role: ProjectRole;
-  added_at: Date;
+  added_at: string;
 }
 
 const COLUMNS = `p.id, p.name, p.description, p.created_by, p.version, p.created_at, p.updated_at,

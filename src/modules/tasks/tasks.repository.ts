@@ -11,8 +11,8 @@ export interface TaskRow {
   assignee_id: number | null;
   created_by: number | null;
   version: number;
-  created_at: Date;
-  updated_at: Date;
+  created_at: string;
+  updated_at: string;
 }
 
 export const TASK_COLUMNS = 'id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at';

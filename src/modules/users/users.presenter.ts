@@ -12,8 +12,8 @@ export interface UserView {
   name: string;
   role: UserRow['role'];
   active: boolean;
-  created_at: Date;
-  updated_at: Date;
+  created_at: string;
+  updated_at: string;
 }
 
 export const seesEmail = (viewer: Viewer | undefined, user: { id: number }) =>

@@ -10,8 +10,8 @@ export interface UserRow {
   role: UserRole;
   active: boolean;
   version: number;
-  created_at: Date;
-  updated_at: Date;
+  created_at: string;
+  updated_at: string;
 }
 
 const COLUMNS = 'id, email, name, password_hash, role, active, version, created_at, updated_at';
