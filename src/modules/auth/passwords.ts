@@ -1,11 +1,34 @@
 // Memory-hard password hashes (scrypt). The parameters travel inside each hash, so they can
 // be raised later without invalidating stored ones.
 import { randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 
-const scrypt = (password: string, salt: Buffer, keylen: number, opts: ScryptOptions) =>
-  new Promise<Buffer>((resolve, reject) =>
-    scryptCb(password, salt, keylen, opts, (err, key) => (err ? reject(err) : resolve(key))),
-  );
+/**
+ * Hashes in progress at once: one per core. Each holds 16 MiB; Node's four thread-pool threads
+ * hashing at once on a 2-core machine took no more logins per second, only 32 MiB more memory
+ * (the login benchmark's peak RSS went past 300 MB) and every pool thread.
+ */
+const MAX_CONCURRENT = Math.max(1, availableParallelism());
+let running = 0;
+const waiting: Array<() => void> = [];
+
+/** Hashes running now (never more than MAX_CONCURRENT). */
+export const passwordHashesInProgress = (): number => running;
+
+async function scrypt(password: string, salt: Buffer, keylen: number, opts: ScryptOptions): Promise<Buffer> {
+  if (running >= MAX_CONCURRENT) await new Promise<void>((resolve) => waiting.push(resolve));
+  else running++;
+  try {
+    return await new Promise<Buffer>((resolve, reject) =>
+      scryptCb(password, salt, keylen, opts, (err, key) => (err ? reject(err) : resolve(key))),
+    );
+  } finally {
+    // The slot passes straight to the next waiter, if any; otherwise it is freed.
+    const next = waiting.shift();
+    if (next) next();
+    else running--;
+  }
+}
 
 // scrypt's interactive-login parameters (Percival): N=2^14, r=8, p=1, 16 MiB per hash,
 // about 45 ms on one core here. OWASP's heavier floor (N=2^17) costs ~280 ms and 128 MiB per
