@@ -33,15 +33,15 @@ export interface PostgresOptions {
 function writeBatcher(client: pg.PoolClient): () => void {
   const stream = (client as unknown as { connection?: { stream?: Partial<Writable> } }).connection?.stream;
   if (typeof stream?.cork !== 'function' || typeof stream.uncork !== 'function') return () => {};
-  const { cork, uncork } = { cork: stream.cork.bind(stream), uncork: stream.uncork.bind(stream) };
+  const socket = stream as Writable;
   let corked = false;
   return () => {
     if (corked) return;
     corked = true;
-    cork();
+    socket.cork();
     process.nextTick(() => {
       corked = false;
-      uncork();
+      socket.uncork();
     });
   };
 }
