@@ -2,7 +2,8 @@
 // with the change (carrying that transaction's id, which consumers order by) or vanish with it.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
+import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
 import { addEvents, type OutboxEvent } from '../src/modules/outbox/outbox.js';
 import { createTestDatabase, needsPostgres, type TestDatabase } from './helpers/server.js';
 
@@ -130,4 +131,56 @@ test('a consumer reading below the oldest running transaction does not see a lat
   const [slowRow, fastRow] = await eventsNamed(name);
   assert.deepEqual([slowRow!.payload.which, fastRow!.payload.which], ['slow', 'fast'], 'the slow one has the lower id');
   assert.ok(BigInt(slowRow!.xact_id) < BigInt(fastRow!.xact_id), 'and the older transaction id');
+});
+
+// The audit writer sends a change's record and its events as one statement (a writable CTE).
+describe('events sent with an audit record', () => {
+  const audit = createAuditWriter(Buffer.alloc(32, 7));
+  const ctx = { actor: undefined, ip: '127.0.0.1', userAgent: 'outbox-test', requestId: '' };
+  const recordsOf = (requestId: string) =>
+    database.owner.query<{ action: string; xact_id: string }>('SELECT action, xact_id::text AS xact_id FROM audit_log WHERE request_id = $1', [requestId]);
+
+  test('are written with the record, in the given order, in the same transaction', async () => {
+    const name = `test-${randomUUID()}`;
+    const requestId = randomUUID();
+    const xact = await database.db.transaction(async (tx) => {
+      audit.record(tx, { ...ctx, requestId }, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 1, actorId: null }, [
+        { name, room: 'project:1', payload: { n: 1 } },
+        { name, room: 'user:2', payload: { n: 2 } },
+      ]);
+      return currentXact(tx);
+    });
+    assert.deepEqual(await recordsOf(requestId), [{ action: 'DELETE_TASK', xact_id: xact }]);
+    assert.deepEqual((await eventsNamed(name)).map((r) => [r.room, r.payload.n, r.xact_id]), [['project:1', 1, xact], ['user:2', 2, xact]]);
+  });
+
+  test('leave neither the record nor the events when the transaction fails after them', async () => {
+    const name = `test-${randomUUID()}`;
+    const requestId = randomUUID();
+    await assert.rejects(
+      database.db.transaction(async (tx) => {
+        audit.record(tx, { ...ctx, requestId }, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 1, actorId: null }, [{ name, room: 'general', payload: {} }]);
+        await tx.query('SELECT 1 / 0');
+      }),
+      /division by zero/,
+    );
+    assert.deepEqual(await recordsOf(requestId), []);
+    assert.deepEqual(await eventsNamed(name), []);
+  });
+
+  test('fail with the record: an event the database refuses takes the record and the change down too', async () => {
+    const name = `test-${randomUUID()}`;
+    const requestId = randomUUID();
+    await assert.rejects(
+      database.db.transaction(async (tx) => {
+        await tx.query(`INSERT INTO events (name, room, payload) VALUES ($1, 'general', '{}')`, [`${name}-change`]);
+        // A NUL in a jsonb string is refused by PostgreSQL: the events part of the statement fails.
+        audit.record(tx, { ...ctx, requestId }, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 1, actorId: null }, [{ name, room: 'general', payload: { bad: 'a\u0000b' } }]);
+      }),
+      (err: Error & { code?: string }) => err.code === '22P05' || /unsupported Unicode escape|\\u0000/.test(err.message),
+    );
+    assert.deepEqual(await recordsOf(requestId), []);
+    assert.deepEqual(await eventsNamed(name), []);
+    assert.deepEqual(await eventsNamed(`${name}-change`), [], 'the change before them rolled back too');
+  });
 });

@@ -12,12 +12,24 @@ export interface OutboxEvent {
   payload: Record<string, unknown>;
 }
 
+/**
+ * The outbox insert with its parameters numbered from `first` (names, rooms and payloads, as
+ * arrays: see eventColumns), for a statement that writes events beside another row: the audit
+ * writer sends a change's record and its events as one statement.
+ */
+export function eventsInsert(first: number): string {
+  return `INSERT INTO events (name, room, payload)
+     SELECT * FROM unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::jsonb[])`;
+}
+
+/** The parameters of eventsInsert: one array per column, in the events' order (ids follow it). */
+export function eventColumns(events: OutboxEvent[]): [string[], string[], string[]] {
+  return [events.map((e) => e.name), events.map((e) => e.room), events.map((e) => JSON.stringify(e.payload))];
+}
+
+const EVENTS_INSERT = eventsInsert(1);
+
 export function addEvents(tx: Tx, events: OutboxEvent[]): void {
   if (events.length === 0) return;
-  tx.send(
-    `INSERT INTO events (name, room, payload)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[])`,
-    [events.map((e) => e.name), events.map((e) => e.room), events.map((e) => JSON.stringify(e.payload))],
-    { prepareAs: 'events_insert' },
-  );
+  tx.send(EVENTS_INSERT, eventColumns(events), { prepareAs: 'events_insert' });
 }

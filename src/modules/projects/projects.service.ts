@@ -7,7 +7,6 @@ import { conflict, notFound } from '../../http/errors.js';
 import { pageRequest } from '../../http/pagination.js';
 import { checkIfMatch, type IfMatch } from '../../http/preconditions.js';
 import { notify } from '../notifications/notifications.writer.js';
-import { addEvents } from '../outbox/outbox.js';
 import { refuse } from '../refusal.js';
 import { taskEvent } from '../tasks/tasks.presenter.js';
 import { TASK_COLUMNS, type TaskRow } from '../tasks/tasks.repository.js';
@@ -120,9 +119,10 @@ export function createProjectsService(deps: Deps) {
         }
         if (current === undefined) {
           await tx.query('INSERT INTO project_members (project_id, user_id, role) VALUES ($1, $2, $3)', [id, userId, role]);
-          audit.record(tx, ctx, { action: 'ADD_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id, metadata: { userId, role } });
+          audit.record(tx, ctx, { action: 'ADD_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id, metadata: { userId, role } }, [
+            { name: 'membership-changed', room: `user:${userId}`, payload: { project_id: id, user_id: userId, role } },
+          ]);
           await notify(tx, ctx.actor.id, [userId], 'project_member_added', { project_id: id, project_name: project.name, role, actor_id: ctx.actor.id });
-          addEvents(tx, [{ name: 'membership-changed', room: `user:${userId}`, payload: { project_id: id, user_id: userId, role } }]);
         } else {
           await guardLastOwner(tx, id, current);
           await tx.query('UPDATE project_members SET role = $3 WHERE project_id = $1 AND user_id = $2', [id, userId, role]);
@@ -151,8 +151,7 @@ export function createProjectsService(deps: Deps) {
           [id, userId],
         );
         await repo.bumpProject(tx, id);
-        audit.record(tx, ctx, { action: 'REMOVE_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id, metadata: { userId, role } });
-        addEvents(tx, [
+        audit.record(tx, ctx, { action: 'REMOVE_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id, metadata: { userId, role } }, [
           { name: 'membership-changed', room: `user:${userId}`, payload: { project_id: id, user_id: userId, role: null } },
           ...unassigned.map((t) => taskEvent('task-updated', t)),
         ]);

@@ -69,9 +69,8 @@ export function createTasksService(deps: Deps) {
         // concurrent deletion, and taking FOR UPDATE here would serialize every creation in it.
         await assertAssignable(tx, projectId, assigneeId);
         const task = await repo.insertTask(tx, { projectId, title: body.title.trim(), description: body.description ?? '', assigneeId, createdBy: ctx.actor.id });
-        audit.record(tx, ctx, { action: 'CREATE_TASK', resourceType: 'TASK', resourceId: task.id, metadata: { projectId, title: task.title, assigneeId } });
+        audit.record(tx, ctx, { action: 'CREATE_TASK', resourceType: 'TASK', resourceId: task.id, metadata: { projectId, title: task.title, assigneeId } }, [taskEvent('task-created', task)]);
         await notify(tx, ctx.actor.id, [assigneeId], 'task_assigned', { task_id: task.id, project_id: projectId, title: task.title, actor_id: ctx.actor.id });
-        addEvents(tx, [taskEvent('task-created', task)]);
         return task;
       });
     },
@@ -102,9 +101,8 @@ export function createTasksService(deps: Deps) {
         if (task.assignee_id === assigneeId) return task;
         await assertAssignable(tx, task.project_id, assigneeId);
         const updated = await repo.updateTask(tx, id, { assignee_id: assigneeId });
-        audit.record(tx, ctx, { action: 'ASSIGN_TASK', resourceType: 'TASK', resourceId: id, metadata: { oldAssigneeId: task.assignee_id, newAssigneeId: assigneeId } });
+        audit.record(tx, ctx, { action: 'ASSIGN_TASK', resourceType: 'TASK', resourceId: id, metadata: { oldAssigneeId: task.assignee_id, newAssigneeId: assigneeId } }, [taskEvent('task-updated', updated)]);
         await notify(tx, ctx.actor.id, [assigneeId], 'task_assigned', { task_id: id, project_id: task.project_id, title: task.title, actor_id: ctx.actor.id });
-        addEvents(tx, [taskEvent('task-updated', updated)]);
         return updated;
       });
     },
@@ -123,11 +121,10 @@ export function createTasksService(deps: Deps) {
           });
         }
         const updated = await repo.updateTask(tx, id, { status });
-        audit.record(tx, ctx, { action: 'CHANGE_TASK_STATUS', resourceType: 'TASK', resourceId: id, metadata: { oldStatus: task.status, newStatus: status } });
+        audit.record(tx, ctx, { action: 'CHANGE_TASK_STATUS', resourceType: 'TASK', resourceId: id, metadata: { oldStatus: task.status, newStatus: status } }, [taskEvent('task-updated', updated)]);
         await notify(tx, ctx.actor.id, [task.created_by, task.assignee_id], 'task_status_changed', {
           task_id: id, project_id: task.project_id, title: task.title, old_status: task.status, new_status: status, actor_id: ctx.actor.id,
         });
-        addEvents(tx, [taskEvent('task-updated', updated)]);
         return updated;
       });
     },
@@ -141,8 +138,9 @@ export function createTasksService(deps: Deps) {
         const locked = await repo.findTask(tx, id, { forUpdate: true });
         if (!locked) throw notFound('Task');
         await tx.query('DELETE FROM tasks WHERE id = $1', [id]);
-        audit.record(tx, ctx, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: id, metadata: { projectId: locked.project_id, title: locked.title } });
-        addEvents(tx, [{ name: 'task-deleted', room: `project:${locked.project_id}`, payload: { id, project_id: locked.project_id } }]);
+        audit.record(tx, ctx, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: id, metadata: { projectId: locked.project_id, title: locked.title } }, [
+          { name: 'task-deleted', room: `project:${locked.project_id}`, payload: { id, project_id: locked.project_id } },
+        ]);
       });
     },
   };
