@@ -4,12 +4,19 @@
 export interface QueryOptions {
   /**
    * Prepare the statement once per connection under this name (PostgreSQL; ignored by
-   * PGlite). For hot statements whose plan does not depend on the parameters (key
-   * lookups), not for catch-all filters that need a plan per call. Outside a transaction
-   * such a statement runs on a shared pipelined connection (lookup-lanes.ts), answered in
-   * order with other requests' lookups: keep it to short key lookups.
+   * PGlite): parsed once, and planned once where one plan serves every value (PostgreSQL
+   * compares its generic plan with the first calls' custom ones). For hot statements of a
+   * fixed text: key lookups, inserts, one combination of list filters (conditions.ts), not
+   * catch-all filters. A name must always go with the same text.
    */
   prepareAs?: string;
+  /**
+   * A short key lookup outside a transaction (with prepareAs): it runs on a shared pipelined
+   * connection (lookup-lanes.ts), answered in order with other requests' lookups, instead of
+   * checking a connection out of the pool. Never for a statement that may run long: everything
+   * queued behind it on its lane waits.
+   */
+  lookup?: boolean;
 }
 
 export interface Queryable {

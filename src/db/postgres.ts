@@ -71,8 +71,9 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
     kind: 'postgres',
     async query<R>(sql: string, params?: readonly unknown[], options?: QueryOptions) {
       const values = params as unknown[] | undefined;
-      if (options?.prepareAs) return lookups.query<R>(options.prepareAs, sql, values);
-      return (await pool.query(sql, values)).rows as R[];
+      if (!options?.prepareAs) return (await pool.query(sql, values)).rows as R[];
+      if (options.lookup) return lookups.query<R>(options.prepareAs, sql, values);
+      return (await pool.query({ name: options.prepareAs, text: sql, values })).rows as R[];
     },
     async transaction<T>(fn: (tx: Tx) => Promise<T>) {
       const client = await pool.connect();

@@ -1,5 +1,6 @@
 // Reading the audit log: keyset pagination (newest first by id) over any combination of
 // filters, each backed by an index (actor, resource, action, timestamp).
+import { where } from '../../db/conditions.js';
 import type { Queryable } from '../../db/database.js';
 import { PERSONAL_MARKER } from './audit.writer.js';
 
@@ -30,29 +31,18 @@ export interface AuditFilters {
 const COLUMNS = 'id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id';
 
 export async function queryAuditLog(q: Queryable, f: AuditFilters, beforeId: number | undefined, limit: number): Promise<AuditRow[]> {
-  return q.query<AuditRow>(
-    `SELECT ${COLUMNS} FROM audit_log
-      WHERE ($1::bigint IS NULL OR actor_id = $1)
-        AND ($2::text[] IS NULL OR action = ANY($2))
-        AND ($3::text IS NULL OR resource_type = $3)
-        AND ($4::bigint IS NULL OR resource_id = $4)
-        AND ($5::text IS NULL OR result = $5)
-        AND ($6::timestamptz IS NULL OR "timestamp" >= $6)
-        AND ($7::timestamptz IS NULL OR "timestamp" < $7)
-        AND ($8::bigint IS NULL OR id < $8)
-      ORDER BY id DESC LIMIT $9`,
-    [
-      f.actor_id ?? null,
-      f.action && f.action.length > 0 ? f.action : null,
-      f.resource_type ?? null,
-      f.resource_id ?? null,
-      f.result ?? null,
-      f.from ?? null,
-      f.to ?? null,
-      beforeId ?? null,
-      limit + 1,
-    ],
-  );
+  const { clause, params, shape } = where([
+    [(p) => `actor_id = ${p}`, f.actor_id],
+    [(p) => `action = ANY(${p}::text[])`, f.action && f.action.length > 0 ? f.action : undefined],
+    [(p) => `resource_type = ${p}`, f.resource_type],
+    [(p) => `resource_id = ${p}`, f.resource_id],
+    [(p) => `result = ${p}`, f.result],
+    [(p) => `"timestamp" >= ${p}::timestamptz`, f.from],
+    [(p) => `"timestamp" < ${p}::timestamptz`, f.to],
+    [(p) => `id < ${p}`, beforeId],
+  ]);
+  params.push(limit + 1);
+  return q.query<AuditRow>(`SELECT ${COLUMNS} FROM audit_log ${clause} ORDER BY id DESC LIMIT $${params.length}`, params, { prepareAs: `audit_list_${shape}` });
 }
 
 export async function findAuditRecord(q: Queryable, id: number): Promise<AuditRow | undefined> {

@@ -1,20 +1,20 @@
 import { Type } from 'typebox';
-import { Id, PageQuery, Timestamp } from '../../http/schemas.js';
+import { Id, NullableInteger, NullableString, PageQuery, Timestamp } from '../../http/schemas.js';
 import { AUDIT_ACTIONS, AUDIT_RESULTS, RESOURCE_TYPES } from './audit.writer.js';
 
 const literalUnion = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
 
 export const AuditRecord = Type.Object({
   id: Type.Integer(),
-  actor_id: Type.Union([Type.Integer(), Type.Null()]),
+  actor_id: NullableInteger(),
   action: Type.String(),
   resource_type: Type.String(),
-  resource_id: Type.Union([Type.Integer(), Type.Null()]),
+  resource_id: NullableInteger(),
   timestamp: Timestamp,
   result: Type.String(),
   metadata: Type.Object({}, { additionalProperties: true, description: 'Context; camelCase keys. Personal data shows as "[redacted]" once erased.' }),
-  ip: Type.Union([Type.String(), Type.Null()]),
-  user_agent: Type.Union([Type.String(), Type.Null()]),
+  ip: NullableString(),
+  user_agent: NullableString(),
   request_id: Type.String(),
 });
 

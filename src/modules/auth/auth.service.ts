@@ -162,7 +162,7 @@ export function createAuthService(deps: Deps) {
       `SELECT u.id, u.email, u.name, u.role, u.active, s.revoked_at IS NOT NULL AS revoked, s.expires_at <= now() AS expired
          FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1`,
       [claims.sessionId],
-      { prepareAs: 'auth_session' },
+      { prepareAs: 'auth_session', lookup: true },
     );
     const row = rows[0];
     if (!row || row.id !== claims.userId) throw unauthenticated('TOKEN_REVOKED', 'The session no longer exists');

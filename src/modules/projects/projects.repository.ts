@@ -31,7 +31,7 @@ export async function projectAndRole(q: Queryable, projectId: number, userId: nu
   const rows = await q.query<{ role: ProjectRole | null }>(
     `SELECT m.role FROM projects p LEFT JOIN project_members m ON m.project_id = p.id AND m.user_id = $2 WHERE p.id = $1`,
     [projectId, userId],
-    { prepareAs: 'project_and_role' },
+    { prepareAs: 'project_and_role', lookup: true },
   );
   return { exists: rows.length > 0, role: rows[0]?.role ?? undefined };
 }

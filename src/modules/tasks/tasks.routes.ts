@@ -3,12 +3,13 @@ import { Type } from 'typebox';
 import { API_PREFIX } from '../../http/conventions.js';
 import { sendPage } from '../../http/pagination.js';
 import { authedContext, ifMatchOf } from '../../http/request-context.js';
-import { FreeText, Id, IdParams, IfMatchHeader, NoContent, Page, PageQuery, Text, Timestamp, errorResponses } from '../../http/schemas.js';
+import { FreeText, Id, IdParams, IfMatchHeader, NoContent, NullableInteger, Page, PageQuery, StringEnum, Text, Timestamp, errorResponses } from '../../http/schemas.js';
+import { TASK_STATUSES } from './task-status.js';
 import { presentTask, taskEtag } from './tasks.presenter.js';
 import type { TasksService } from './tasks.service.js';
 
 const security = [{ bearer: [] }];
-const Status = Type.Union([Type.Literal('TODO'), Type.Literal('IN_PROGRESS'), Type.Literal('IN_REVIEW'), Type.Literal('DONE'), Type.Literal('CANCELED')]);
+const Status = StringEnum(TASK_STATUSES);
 const Assignee = Type.Union([Id, Type.Null()]);
 const ifMatch = IfMatchHeader('task');
 
@@ -18,8 +19,8 @@ const Task = Type.Object({
   title: Type.String(),
   description: Type.String(),
   status: Status,
-  assignee_id: Type.Union([Type.Integer(), Type.Null()]),
-  created_by: Type.Union([Type.Integer(), Type.Null()]),
+  assignee_id: NullableInteger(),
+  created_by: NullableInteger(),
   created_at: Timestamp,
   updated_at: Timestamp,
 });
