@@ -36,7 +36,21 @@ export const Timestamp = Type.Unsafe<string>({ type: 'string', format: 'date-tim
 
 export const NoContent = Type.Null({ description: 'No content' });
 
-export const Role = Type.Union([Type.Literal('USER'), Type.Literal('ADMIN')]);
+// Response schemas say "one of these strings" and "this or null" without a union: for a union
+// (anyOf) fast-json-stringify runs the validator on every value it serializes to pick the
+// branch, which on a page of 50 tasks was most of the serializer's time.
+
+/** One of a fixed set of strings (`type: string` with `enum`). */
+export const StringEnum = <T extends string>(values: readonly T[], opts: { description?: string } = {}) =>
+  Type.Unsafe<T>({ type: 'string', enum: [...values], ...opts });
+
+/** An integer or null (one JSON-schema type list, as OpenAPI 3.1 writes it). */
+export const NullableInteger = (opts: { description?: string } = {}) => Type.Unsafe<number | null>({ type: ['integer', 'null'], ...opts });
+
+/** A string or null. */
+export const NullableString = (opts: { description?: string } = {}) => Type.Unsafe<string | null>({ type: ['string', 'null'], ...opts });
+
+export const Role = StringEnum(['USER', 'ADMIN']);
 
 export const PageQuery = {
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Page size, 1..100' })),
@@ -46,7 +60,7 @@ export const PageQuery = {
 export const Page = <T extends TSchema>(item: T) =>
   Type.Object({
     data: Type.Array(item),
-    next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as ?cursor= for the next page; null on the last page' }),
+    next_cursor: NullableString({ description: 'Pass as ?cursor= for the next page; null on the last page' }),
   });
 
 export const Problem = Type.Object(
