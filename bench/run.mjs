@@ -7,7 +7,7 @@
 // Writes bench/results/latest.md and one JSON line per scenario to bench/results/latest.jsonl.
 // Timings are reported, never asserted.
 import { spawn, execSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -21,7 +21,8 @@ const PROFILE = args.includes('--profile');
 const ONLY = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined;
 const PG_BASE = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const DB_NAME = 'teamlog_bench';
-const DURATION = QUICK ? 3 : 10;
+// --quick: about half a minute, for before and after a change to a hot path.
+const DURATION = QUICK ? 2 : 10;
 const WARMUP = QUICK ? 1 : 3;
 const CONNECTIONS = 50;
 // Scenarios with a baseline run this many Teamlog/baseline pairs; the ratio is the median
@@ -37,6 +38,7 @@ const ADMIN = { email: 'bench-admin@bench.local', password: 'bench-admin-passwor
 const JWT_SECRET = 'bench-secret-'.padEnd(48, 'x');
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 
+const CLOCK_TICKS = Number(execSync('getconf CLK_TCK').toString().trim()) || 100;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const dbUrl = (name) => Object.assign(new URL(PG_BASE), { pathname: `/${name}` }).toString();
 
@@ -172,30 +174,20 @@ async function login(base, email, password) {
 // ── scenarios ──────────────────────────────────────────────────────────────────────────
 function scenarios(ctx) {
   const pick = (arr) => arr[Math.floor(Math.random() * arr.length)];
-  const auth = { authorization: `Bearer ${ctx.token}`, 'content-type': 'application/json' };
+  // Reads carry no body and so no content-type, as a real client sends them.
+  const read = { authorization: `Bearer ${ctx.token}` };
+  const auth = { ...read, 'content-type': 'application/json' };
   const adminAuth = { authorization: `Bearer ${ctx.adminToken}` };
   const taskBody = JSON.stringify({ project_id: ctx.projectId, title: 'Benchmark task', description: 'Created by the benchmark' });
+  // Reads first, on the seeded data alone: had they run after the writes, what they read (and
+  // how much of it) would depend on how fast each server had just been inserting.
   return [
     {
-      name: 'POST /tasks',
-      teamlog: { method: 'POST', path: '/api/v1/tasks', headers: auth, body: taskBody },
-      baseline: { method: 'POST', path: '/tasks', headers: { 'content-type': 'application/json' }, body: taskBody },
-    },
-    {
       name: 'GET /tasks?limit=50',
-      teamlog: { method: 'GET', path: '/api/v1/tasks?limit=50', headers: auth },
+      teamlog: { method: 'GET', path: '/api/v1/tasks?limit=50', headers: read },
       baseline: { method: 'GET', path: '/tasks?limit=50' },
     },
-    { name: 'GET /tasks/:id', teamlog: { method: 'GET', headers: auth, setup: (r) => ({ ...r, path: `/api/v1/tasks/${pick(ctx.taskIds)}` }) } },
-    {
-      name: 'PUT /tasks/:id/status',
-      teamlog: {
-        method: 'PUT',
-        headers: auth,
-        // TODO ⇄ IN_PROGRESS are both allowed, and the same status again is a 200 no-op.
-        setup: (r) => ({ ...r, path: `/api/v1/tasks/${pick(ctx.taskIds)}/status`, body: JSON.stringify({ status: Math.random() < 0.5 ? 'TODO' : 'IN_PROGRESS' }) }),
-      },
-    },
+    { name: 'GET /tasks/:id', teamlog: { method: 'GET', headers: read, setup: (r) => ({ ...r, path: `/api/v1/tasks/${pick(ctx.taskIds)}` }) } },
     {
       name: 'GET /audit-logs?actor_id=…&limit=50',
       teamlog: { method: 'GET', headers: adminAuth, setup: (r) => ({ ...r, path: `/api/v1/audit-logs?actor_id=${pick(ctx.actorIds)}&limit=50` }) },
@@ -205,6 +197,22 @@ function scenarios(ctx) {
       name: 'GET /audit-logs?actor_id=…&limit=50 (1 connection)',
       connections: 1,
       teamlog: { method: 'GET', headers: adminAuth, setup: (r) => ({ ...r, path: `/api/v1/audit-logs?actor_id=${pick(ctx.actorIds)}&limit=50` }) },
+    },
+    {
+      name: 'POST /tasks',
+      writes: true,
+      teamlog: { method: 'POST', path: '/api/v1/tasks', headers: auth, body: taskBody },
+      baseline: { method: 'POST', path: '/tasks', headers: { 'content-type': 'application/json' }, body: taskBody },
+    },
+    {
+      name: 'PUT /tasks/:id/status',
+      writes: true,
+      teamlog: {
+        method: 'PUT',
+        headers: auth,
+        // TODO ⇄ IN_PROGRESS are both allowed, and the same status again is a 200 no-op.
+        setup: (r) => ({ ...r, path: `/api/v1/tasks/${pick(ctx.taskIds)}/status`, body: JSON.stringify({ status: Math.random() < 0.5 ? 'TODO' : 'IN_PROGRESS' }) }),
+      },
     },
     {
       name: 'POST /auth/login',
@@ -227,18 +235,58 @@ function scenarios(ctx) {
   ];
 }
 
-async function measure(port, spec, duration, connections = CONNECTIONS) {
+/** CPU time (user + system) a process has used so far, in µs; 0 once it has gone. */
+function cpuMicros(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU used so far by each PostgreSQL process (backends, WAL writer, checkpointer, autovacuum), by pid. */
+function postgresCpu() {
+  const byPid = new Map();
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') byPid.set(pid, cpuMicros(pid));
+    } catch {
+      /* gone */
+    }
+  }
+  return byPid;
+}
+
+/** CPU the PostgreSQL processes alive at the end used since `before` (a process that ended meanwhile is not counted). */
+function postgresCpuSince(before) {
+  let sum = 0;
+  for (const [pid, micros] of postgresCpu()) sum += Math.max(0, micros - (before.get(pid) ?? 0));
+  return sum;
+}
+
+/**
+ * One autocannon run against a server, with the CPU time per request that the server process
+ * and PostgreSQL spent meanwhile: this VM's requests per second drift from minute to minute,
+ * CPU per request far less, so it tells what a change costs where throughput cannot.
+ */
+async function measure(server, spec, duration, connections = CONNECTIONS) {
   const request = { method: spec.method, path: spec.path ?? '/', headers: spec.headers, body: spec.body };
   if (spec.setup) request.setupRequest = spec.setup;
-  const opts = { url: `http://127.0.0.1:${port}`, connections, duration, requests: [request] };
+  const opts = { url: `http://127.0.0.1:${server.port}`, connections, duration, requests: [request] };
+  const before = { server: cpuMicros(server.child.pid), db: postgresCpu() };
   const result = await autocannon(opts);
+  const total = result.requests.total;
+  const perRequest = (micros) => (total > 0 ? Math.round(micros / total) : null);
   return {
     rps: result.requests.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
     non2xx: result.non2xx,
     errors: result.errors + result.timeouts,
-    total: result.requests.total,
+    total,
+    cpu_us_per_request: { server: perRequest(cpuMicros(server.child.pid) - before.server), db: perRequest(postgresCpuSince(before.db)) },
   };
 }
 
@@ -266,15 +314,17 @@ function settler(url) {
 async function runScenarios(label, teamlog, baseline, ctx, settle) {
   const rows = [];
   // A freshly started server compiles its hot paths and opens its connections during its
-  // first seconds; every scenario but login (whose cost is hashing) gets that time first.
-  for (const sc of scenarios(ctx).filter((x) => (!ONLY || x.name === ONLY) && !x.apart)) {
-    await measure(teamlog.port, sc.teamlog, WARMUP, sc.connections);
-    if (baseline && sc.baseline) await measure(baseline.port, sc.baseline, WARMUP);
+  // first seconds; the read scenarios get that time first (--quick too: without it the first
+  // scenario measured a cold server at half speed). Not the writes: their rows would be what
+  // the reads then list. Each run still has a warm-up of its own.
+  for (const sc of scenarios(ctx).filter((x) => (!ONLY || x.name === ONLY) && !x.apart && !x.writes)) {
+    await measure(teamlog, sc.teamlog, WARMUP, sc.connections);
+    if (baseline && sc.baseline) await measure(baseline, sc.baseline, WARMUP);
   }
   for (const sc of scenarios(ctx).filter((x) => !ONLY || x.name === ONLY)) {
     const sampler = rssSampler(teamlog.child.pid);
-    const runTeamlog = async () => (await settle(), await measure(teamlog.port, sc.teamlog, WARMUP, sc.connections), measure(teamlog.port, sc.teamlog, DURATION, sc.connections));
-    const runBaseline = async () => (await settle(), await measure(baseline.port, sc.baseline, WARMUP), measure(baseline.port, sc.baseline, DURATION));
+    const runTeamlog = async () => (await settle(), await measure(teamlog, sc.teamlog, WARMUP, sc.connections), measure(teamlog, sc.teamlog, DURATION, sc.connections));
+    const runBaseline = async () => (await settle(), await measure(baseline, sc.baseline, WARMUP), measure(baseline, sc.baseline, DURATION));
     let row;
     if (baseline && sc.baseline) {
       // Paired rounds, each pair run back to back and in alternating order (T,B then B,T), so
@@ -332,6 +382,23 @@ function table(rows) {
   for (const r of rows) {
     const b = r.baseline;
     lines.push(`| ${r.scenario}${r.apart ? ' ¹' : ''} | ${f(Math.round(r.teamlog.rps))} | ${f(r.teamlog.p50)} | ${f(r.teamlog.p99)} | ${b ? f(Math.round(b.rps)) : '—'} | ${b ? f(b.p50) : '—'} | ${b ? f(b.p99) : '—'} | ${r.ratio ? `${r.ratio.toFixed(2)}×` : '—'} | ${r.teamlog.non2xx} | ${r.peak_rss_mb} |`);
+  }
+  return lines.join('\n');
+}
+
+/** CPU per request (Node server process, PostgreSQL processes) for the rows of one mode. */
+function cpuTable(rows) {
+  const cpu = (m) => (m?.cpu_us_per_request ? m.cpu_us_per_request : null);
+  const sum = (c) => (c && c.server !== null && c.db !== null ? c.server + c.db : null);
+  const lines = [
+    '| scenario | Teamlog server µs | Teamlog PostgreSQL µs | baseline server µs | baseline PostgreSQL µs | CPU per request, Teamlog ÷ baseline | ratio of each pair (req/s) |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | --- |',
+  ];
+  for (const r of rows) {
+    const t = cpu(r.teamlog);
+    const b = cpu(r.baseline);
+    const ratio = sum(t) && sum(b) ? `${(sum(t) / sum(b)).toFixed(2)}×` : '—';
+    lines.push(`| ${r.scenario} | ${t?.server ?? '—'} | ${t?.db ?? '—'} | ${b?.server ?? '—'} | ${b?.db ?? '—'} | ${ratio} | ${r.round_ratios ? r.round_ratios.map((x) => x.toFixed(2)).join(', ') : '—'} |`);
   }
   return lines.join('\n');
 }
@@ -429,6 +496,12 @@ async function main() {
     `## Server mode: PostgreSQL (${VOLUME.users} users, ${VOLUME.tasks.toLocaleString('en')} tasks, ${VOLUME.audit.toLocaleString('en')} audit records)`,
     '',
     table(pgRows),
+    '',
+    '### CPU per request',
+    '',
+    'CPU time spent during each row\'s measured run by the server process and by the PostgreSQL processes, per request (the load generator is not counted). It moves far less with the VM\'s drift than requests per second do.',
+    '',
+    cpuTable(pgRows),
     '',
     '### Targets',
     '',
