@@ -215,8 +215,8 @@ describe('filters', () => {
   });
 
   test('one filter asked again and again with other values answers each time for its values', async () => {
-    // The statement for a combination of filters is prepared once; past PostgreSQL's first
-    // five (custom) plans each value must still be the one filtered by.
+    // The statement for a combination of filters is prepared once, with one generic plan;
+    // each value, asked again and again, must still be the one filtered by.
     for (let round = 0; round < 4; round++) {
       for (const type of ['TASK', 'PROJECT', 'USER']) await expectFilter([['resource_type', type]]);
       await expectFilter([['resource_id', String(round % 2 ? bob.id : projectId)]]);

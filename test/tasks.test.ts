@@ -529,8 +529,8 @@ describe('listing tasks', () => {
   });
 
   test('one filter combination asked again and again with other values answers each time for its values', async () => {
-    // A list statement is prepared per combination of filters; PostgreSQL may switch to one
-    // generic plan after five calls. Alternating values past that must still filter by each.
+    // A list statement is prepared per combination of filters, with one generic plan for every
+    // value (db/postgres.ts). Alternating values, again and again, must still filter by each.
     const expected: Record<string, number[]> = { TODO: desc(t.a!.id, t.e!.id), IN_PROGRESS: desc(t.b!.id, t.c!.id), DONE: [t.d!.id], CANCELED: [] };
     for (let round = 0; round < 3; round++) {
       for (const [status, ids] of Object.entries(expected)) assert.deepEqual(await list(viewer, `status=${status}`), ids, `${status}, round ${round + 1}`);

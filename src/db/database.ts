@@ -4,10 +4,10 @@
 export interface QueryOptions {
   /**
    * Prepare the statement once per connection under this name (PostgreSQL; ignored by
-   * PGlite): parsed once, and planned once where one plan serves every value (PostgreSQL
-   * compares its generic plan with the first calls' custom ones). For hot statements of a
-   * fixed text: key lookups, inserts, one combination of list filters (conditions.ts), not
-   * catch-all filters. A name must always go with the same text.
+   * PGlite): parsed and planned once, with one generic plan for every value (postgres.ts).
+   * Only for hot statements of a fixed text whose best plan does not depend on the values:
+   * key lookups, inserts, list filters backed by an index (conditions.ts). A name must
+   * always go with the same text.
    */
   prepareAs?: string;
   /**

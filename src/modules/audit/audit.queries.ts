@@ -31,18 +31,18 @@ export interface AuditFilters {
 const COLUMNS = 'id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id';
 
 export async function queryAuditLog(q: Queryable, f: AuditFilters, beforeId: number | undefined, limit: number): Promise<AuditRow[]> {
-  const { clause, params, shape } = where([
+  const { clause, params, prepareAs } = where('audit_list', [
     [(p) => `actor_id = ${p}`, f.actor_id],
     [(p) => `action = ANY(${p}::text[])`, f.action && f.action.length > 0 ? f.action : undefined],
     [(p) => `resource_type = ${p}`, f.resource_type],
     [(p) => `resource_id = ${p}`, f.resource_id],
     [(p) => `result = ${p}`, f.result],
-    [(p) => `"timestamp" >= ${p}::timestamptz`, f.from],
-    [(p) => `"timestamp" < ${p}::timestamptz`, f.to],
+    [(p) => `"timestamp" >= ${p}::timestamptz`, f.from, 'plan per value'],
+    [(p) => `"timestamp" < ${p}::timestamptz`, f.to, 'plan per value'],
     [(p) => `id < ${p}`, beforeId],
   ]);
   params.push(limit + 1);
-  return q.query<AuditRow>(`SELECT ${COLUMNS} FROM audit_log ${clause} ORDER BY id DESC LIMIT $${params.length}`, params, { prepareAs: `audit_list_${shape}` });
+  return q.query<AuditRow>(`SELECT ${COLUMNS} FROM audit_log ${clause} ORDER BY id DESC LIMIT $${params.length}`, params, { prepareAs });
 }
 
 export async function findAuditRecord(q: Queryable, id: number): Promise<AuditRow | undefined> {

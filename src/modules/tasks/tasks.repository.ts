@@ -78,15 +78,15 @@ export interface TaskFilters {
 }
 
 export async function listTasks(q: Queryable, f: TaskFilters, beforeId: number | undefined, limit: number): Promise<TaskRow[]> {
-  const { clause, params, shape } = where([
+  const { clause, params, prepareAs } = where('tasks_list', [
     // An array from an InitPlan rather than a semi-join: the same scan, planned in a third of the time.
     [(p) => `project_id = ANY (ARRAY(SELECT project_id FROM project_members WHERE user_id = ${p}))`, f.memberId ?? undefined],
     [(p) => `project_id = ${p}`, f.project_id],
     [(p) => `assignee_id = ${p}`, f.assignee_id],
     [(p) => `status = ${p}`, f.status],
-    [(p) => `search @@ websearch_to_tsquery('simple', ${p})`, f.q],
+    [(p) => `search @@ websearch_to_tsquery('simple', ${p})`, f.q, 'plan per value'],
     [(p) => `id < ${p}`, beforeId],
   ]);
   params.push(limit + 1);
-  return q.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks ${clause} ORDER BY id DESC LIMIT $${params.length}`, params, { prepareAs: `tasks_list_${shape}` });
+  return q.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks ${clause} ORDER BY id DESC LIMIT $${params.length}`, params, { prepareAs });
 }
