@@ -87,13 +87,13 @@ export async function buildApp(deps: Deps, services: Services) {
     async (api) => {
       await api.register(authRoutes, { auth: services.auth });
       await api.register(usersRoutes, { users: services.users });
-      await api.register(profileRoutes, { users: services.users, db });
+      await api.register(profileRoutes, { users: services.users, audit: services.audit });
       await api.register(projectsRoutes, { projects: services.projects });
       await api.register(tasksRoutes, { tasks: services.tasks });
       await api.register(postsRoutes, { posts: services.posts });
       await api.register(messagesRoutes, { messages: services.messages });
       await api.register(notificationsRoutes, { notifications: services.notifications });
-      await api.register(auditRoutes, { db });
+      await api.register(auditRoutes, { audit: services.audit });
       api.get('/openapi.json', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
         reply.header('cache-control', 'public, max-age=300');
         return app.swagger();

@@ -101,8 +101,8 @@ const COMMANDS: Record<string, Command> = {
       if (!Value.Check(Email, email)) throw new CliError(`"${opts.email}" is not an email address`);
       if (!Value.Check(UserName, name)) throw new CliError('--name must have 1 to 100 characters');
       const config = loadConfig();
-      const [{ openDatabase }, { createDeps }, { generatePassword, insertAdmin }, { hashPassword }] = await Promise.all([
-        import('./db/open.js'), import('./runtime.js'), import('./first-admin.js'), import('./modules/auth/passwords.js'),
+      const [{ openDatabase }, { createDeps }, { createServices }, { generatePassword }, { hashPassword }, { systemContext }] = await Promise.all([
+        import('./db/open.js'), import('./runtime.js'), import('./services.js'), import('./first-admin.js'), import('./modules/auth/passwords.js'), import('./context.js'),
       ]);
       const generated = config.adminPassword === undefined;
       const password = config.adminPassword ?? generatePassword();
@@ -112,10 +112,10 @@ const COMMANDS: Record<string, Command> = {
       const unlock = config.databaseUrl ? () => {} : lockDataDir(config.dataDir);
       const db = await openDatabase(config, (err) => log.warn(`database connection error: ${(err as Error).message}`));
       try {
-        const { audit } = createDeps(config, db, log);
+        const { users } = createServices(createDeps(config, db, log));
         const passwordHash = await hashPassword(password);
         const requestId = `cli-${randomUUID()}`;
-        const user = await db.transaction((tx) => insertAdmin(tx, audit, { email, name, passwordHash }, { requestId, via: 'cli' }));
+        const user = await users.createAdmin(systemContext(requestId), { email, name, passwordHash, via: 'cli' });
         if (!user) throw new CliError(`a user with the email ${email} already exists; nothing was changed`);
         out(`Created ADMIN ${user.email} (id ${user.id}) in ${databaseLabel(config, config.databaseUrl)}; audit request id ${requestId}.`);
         if (generated) out(`Generated password (shown only this once, store it now): ${password}`);

@@ -18,3 +18,9 @@ export interface RequestContext {
   userAgent: string | null;
   requestId: string;
 }
+
+/** The context of an authenticated request: every use case an authenticated caller runs takes this. */
+export type ActorContext = RequestContext & { actor: Actor };
+
+/** The context of an action nobody in particular took: first start, the CLI. */
+export const systemContext = (requestId: string): RequestContext => ({ actor: undefined, ip: null, userAgent: null, requestId });

@@ -1,14 +1,15 @@
-// What every service needs, built once at start (src/services.ts) and passed explicitly.
+// What every service needs, built once at start (src/runtime.ts) and passed explicitly.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
-import type { AuditWriter } from './modules/audit/audit.writer.js';
 import type { Secrets } from './secrets.js';
+import type { Run } from './use-cases/runner.js';
 
 export interface Deps {
   db: Database;
   config: Config;
   secrets: Secrets;
-  audit: AuditWriter;
+  /** The use-case runner: the only way to change data (use-cases/runner.ts). */
+  run: Run;
   log: FastifyBaseLogger;
 }

@@ -8,10 +8,11 @@ import type { Deps } from './deps.js';
 import { createAuditWriter } from './modules/audit/audit.writer.js';
 import { loadSecrets } from './secrets.js';
 import { createServices } from './services.js';
+import { createRunner } from './use-cases/runner.js';
 
 export function createDeps(config: Config, db: Database, log: FastifyBaseLogger): Deps {
   const secrets = loadSecrets(config, (msg) => log.warn(msg));
-  return { config, db, secrets, audit: createAuditWriter(secrets.personalDataKey), log };
+  return { config, db, secrets, run: createRunner(db, createAuditWriter(secrets.personalDataKey)), log };
 }
 
 export async function createApp(deps: Deps) {

@@ -2,12 +2,13 @@
 // through the same service functions the API uses, so every action is audited as usual.
 // Run it while the server is stopped: embedded PGlite allows one process at a time.
 import { randomUUID } from 'node:crypto';
-import type { Actor, RequestContext } from './context.js';
+import type { ActorContext } from './context.js';
 import { loadConfig } from './config.js';
 import { openDatabase } from './db/open.js';
 import { ensureFirstAdmin } from './first-admin.js';
 import { createLogger } from './logger.js';
 import { lockDataDir } from './ops/data-dir-lock.js';
+import { insertSession, revokeSession } from './modules/sessions/sessions.repository.js';
 import { findUserByEmail } from './modules/users/users.repository.js';
 import type { UserRow } from './modules/users/users.repository.js';
 import type { TaskStatus } from './modules/tasks/task-status.js';
@@ -48,8 +49,12 @@ async function main(): Promise<void> {
       return;
     }
     const adminRow = (await db.query<UserRow>(`SELECT * FROM users WHERE role = 'ADMIN' ORDER BY id LIMIT 1`))[0]!;
-    const as = (u: UserRow): RequestContext & { actor: Actor } => ({
-      actor: { id: u.id, role: u.role, email: u.email, name: u.name, sessionId: 0 },
+    // Each person acts through a session of their own, as over the API (use cases check the
+    // caller's session); the sessions end with the seed.
+    const sessions = new Map<number, number>();
+    for (const u of [adminRow]) sessions.set(u.id, await insertSession(db, { userId: u.id, ttlSeconds: 3600, ip: null, userAgent: 'teamlog-seed' }));
+    const as = (u: UserRow): ActorContext => ({
+      actor: { id: u.id, role: u.role, email: u.email, name: u.name, sessionId: sessions.get(u.id)! },
       ip: null,
       userAgent: 'teamlog-seed',
       requestId: `seed-${randomUUID()}`,
@@ -58,7 +63,9 @@ async function main(): Promise<void> {
     const people: UserRow[] = [];
     for (const name of PEOPLE) {
       const email = `${name.split(' ')[0]!.toLowerCase()}@example.com`;
-      people.push(await s.users.create(as(adminRow), { email, name, password: DEMO_PASSWORD }));
+      const person = await s.users.create(as(adminRow), { email, name, password: DEMO_PASSWORD });
+      sessions.set(person.id, await insertSession(db, { userId: person.id, ttlSeconds: 3600, ip: null, userAgent: 'teamlog-seed' }));
+      people.push(person);
     }
     const [alice, bob, carol, dan, erin] = people as [UserRow, UserRow, UserRow, UserRow, UserRow];
     const teams = [
@@ -106,6 +113,7 @@ async function main(): Promise<void> {
       await s.messages.postMessage(as(author), { text });
     }
 
+    for (const sessionId of sessions.values()) await revokeSession(db, sessionId, 'logout');
     console.log(`Seeded: ${people.length} users, ${PROJECTS.length} projects, ${taskCount} tasks, ${feed.length} posts with likes, and messages.`);
     console.log(`Log in as any of ${people.map((p) => p.email).join(', ')} with the password "${DEMO_PASSWORD}".`);
   } finally {

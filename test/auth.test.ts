@@ -344,8 +344,21 @@ describe('refresh tokens', () => {
       assertNoStore(res);
       assert.equal((await recordsOf(res)).length, 0);
     }
-    const invalid = await client.post(REFRESH, { refresh_token: 'not a token!' });
-    assertProblem(invalid, 400, 'VALIDATION_FAILED');
+    // A malformed token is refused like an unknown one (API.md 3), not as a validation error:
+    // it is a credential, and the only true thing to say about it is that it is not valid.
+    for (const token of ['not a token!', 'tlr_\u0000', 'x'.repeat(1024)]) {
+      const malformed = await client.post(REFRESH, { refresh_token: token });
+      assertProblem(malformed, 401, 'UNAUTHENTICATED');
+      assert.equal(malformed.body.detail, 'The refresh token is not valid');
+      assert.equal((await recordsOf(malformed)).length, 0);
+    }
+    // Only what no token can be is a validation error, and its message says what is wrong.
+    const empty = await client.post(REFRESH, { refresh_token: '' });
+    assertProblem(empty, 400, 'VALIDATION_FAILED');
+    assert.equal(empty.body.detail, 'refresh_token must not be empty');
+    const huge = await client.post(REFRESH, { refresh_token: 'x'.repeat(1025) });
+    assertProblem(huge, 400, 'VALIDATION_FAILED');
+    assert.equal(huge.body.detail, 'refresh_token must have at most 1024 characters');
   });
 });
 

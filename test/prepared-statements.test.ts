@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Queryable } from '../src/db/database.js';
-import { queryAuditLog } from '../src/modules/audit/audit.queries.js';
+import { queryAuditLog } from '../src/modules/audit/audit.repository.js';
 import { listTasks } from '../src/modules/tasks/tasks.repository.js';
 import { createTestDatabase, needsPostgres, type TestDatabase } from './helpers/server.js';
 

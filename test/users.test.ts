@@ -314,7 +314,7 @@ describe('POST /users', () => {
     assert.equal(res.body.role, 'USER');
   });
 
-  test('refuses a USER with 403 and creates nothing', async () => {
+  test('refuses a USER with 403, creates nothing, and records one DENIED CREATE_USER on USER/null', async () => {
     const user = await createUser(server, admin);
     const email = uniqueEmail('never');
     const before = (await auditRows(server, `action = 'CREATE_USER'`)).length;
@@ -324,7 +324,15 @@ describe('POST /users', () => {
     assert.match(res.headers.get('content-type') ?? '', /application\/problem\+json/);
     const rows = await server.owner.query('SELECT 1 FROM users WHERE email = $1', [email]);
     assert.equal(rows.length, 0);
-    assert.equal((await auditRows(server, `action = 'CREATE_USER'`)).length, before);
+    // API.md 5.3: a refused creation names the kind that would have been created, with no id.
+    const records = await auditRows(server, `action = 'CREATE_USER' AND request_id = $1`, [res.headers.get('x-request-id')]);
+    assert.equal(records.length, 1);
+    assert.equal(records[0]!.result, 'DENIED');
+    assert.equal(records[0]!.actor_id, user.id);
+    assert.equal(records[0]!.resource_type, 'USER');
+    assert.equal(records[0]!.resource_id, null);
+    assert.equal(JSON.stringify(records[0]!.metadata), '{}', 'the typed email of a refused creation is not recorded');
+    assert.equal((await auditRows(server, `action = 'CREATE_USER'`)).length, before + 1);
   });
 
   test('answers 409 EMAIL_TAKEN for an email already used in any case, and writes no record', async () => {
@@ -892,7 +900,7 @@ describe('DELETE /users/:id', () => {
 // ── concurrency (PostgreSQL) ───────────────────────────────────────────────────────────
 
 describe('the last-ADMIN guard under concurrency', () => {
-  test('two ADMINs demoting each other at once: exactly one succeeds, the other gets 409 LAST_ADMIN', { skip: needsPostgres }, async () => {
+  test('two ADMINs demoting each other at once: exactly one succeeds; the other, demoted in flight, is refused', { skip: needsPostgres }, async () => {
     await leaveOnlyFirstAdmin();
     const other = await createUser(server, admin, { role: 'ADMIN' });
     assert.deepEqual(await activeAdminIds(), [admin.id, other.id].sort((a, b) => a - b));
@@ -910,14 +918,18 @@ describe('the last-ADMIN guard under concurrency', () => {
     });
     const outcome = await racing!;
 
+    // Authorization is decided inside the transaction, on the locked rows (API.md 3): the two
+    // requests queue on the same user rows, and the second finds its caller no longer an
+    // ADMIN. (Deciding before the transaction let it pass as an ADMIN and fail on LAST_ADMIN.)
     const statuses = outcome.map((r) => r.status).sort();
-    assert.deepEqual(statuses, [200, 409], outcome.map((r) => r.text).join(' | '));
-    const loser = outcome.find((r) => r.status === 409)!;
-    assert.equal(loser.body.code, 'LAST_ADMIN');
+    assert.deepEqual(statuses, [200, 403], outcome.map((r) => r.text).join(' | '));
+    const loser = outcome.find((r) => r.status === 403)!;
+    assert.equal(loser.body.code, 'FORBIDDEN');
     const remaining = await activeAdminIds();
     assert.equal(remaining.length, 1);
-    const changes = await auditRows(server, `action = 'CHANGE_USER_ROLE' AND resource_id = ANY($1::bigint[]) AND result = 'SUCCESS'`, [[admin.id, other.id]]);
-    assert.equal(changes.length, 1);
+    const changes = await auditRows(server, `action = 'CHANGE_USER_ROLE' AND resource_id = ANY($1::bigint[])`, [[admin.id, other.id]]);
+    assert.deepEqual(changes.map((r) => r.result), ['SUCCESS', 'DENIED'], 'the change, then the refusal of the demoted caller');
+    assert.equal(changes[1]!.actor_id, changes[0]!.resource_id, 'the refused caller is the one just demoted');
 
     // Restore the first ADMIN for whatever runs next.
     if (remaining[0] !== admin.id) {

@@ -127,9 +127,20 @@ export function isUnavailableError(err: unknown): boolean {
   return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connection is closed/i.test(msg);
 }
 
+/**
+ * The SQLSTATE of an error the database raised, or undefined. Only an error the server sent
+ * counts (both drivers' DatabaseError carry a `severity`): Node's and Fastify's errors carry
+ * string codes too (EPIPE, FST_ERR_…), and taking one of those for the database's would
+ * misreport a client's mistake as the database's.
+ */
 export function pgErrorCode(err: unknown): string | undefined {
-  if (err && typeof err === 'object' && typeof (err as { code?: unknown }).code === 'string') {
-    return (err as { code: string }).code;
-  }
-  return undefined;
+  if (!err || typeof err !== 'object') return undefined;
+  const { code, severity } = err as { code?: unknown; severity?: unknown };
+  return typeof code === 'string' && typeof severity === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/** The constraint a database error names (a unique or foreign key violation), if any. */
+export function pgConstraint(err: unknown): string | undefined {
+  const c = err && typeof err === 'object' ? (err as { constraint?: unknown }).constraint : undefined;
+  return typeof c === 'string' ? c : undefined;
 }

@@ -4,7 +4,8 @@ import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isUnavailableError, pgErrorCode } from '../db/database.js';
-import { AppError, TITLES, unavailable, type FieldError } from './errors.js';
+import { DomainError } from '../domain/errors.js';
+import { AppError, TITLES, fromDomain, unavailable, type FieldError } from './errors.js';
 
 const PROBLEM_TYPES: Record<string, string> = {
   VALIDATION_FAILED: '/problems/validation',
@@ -102,6 +103,7 @@ const CONCURRENCY_PG_CODES = new Set(['23503', '40P01', '40001']);
 
 export function toAppError(err: unknown): AppError | undefined {
   if (err instanceof AppError) return err;
+  if (err instanceof DomainError) return fromDomain(err);
   const e = err as FastifyError;
   if (e && e.validation) return validationError(e);
   if (e && typeof e.code === 'string' && FASTIFY_CODES[e.code]) {
@@ -117,6 +119,8 @@ export function toAppError(err: unknown): AppError | undefined {
       headers: { 'retry-after': '1' },
     });
   }
+  // A unique constraint without a domain answer of its own (use-cases/runner.ts names those).
+  if (pgCode === '23505') return new AppError(409, 'CONFLICT', 'This conflicts with something that already exists; nothing was written');
   if (e && typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
     return new AppError(e.statusCode, e.statusCode === 404 ? 'NOT_FOUND' : 'VALIDATION_FAILED', e.message);
   }
@@ -126,14 +130,19 @@ export function toAppError(err: unknown): AppError | undefined {
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err, request, reply) => {
     const known = toAppError(err);
-    if (known) {
-      if (known.status === 503) request.log.warn({ err }, 'database unavailable');
-      // Our own refusals (AppError also has a string `code`) are answers, not incidents.
-      else if (!(err instanceof AppError) && pgErrorCode(err)) request.log.warn({ err }, 'input rejected by the database');
-      return sendProblem(request, reply, known);
+    if (!known) {
+      request.log.error({ err }, 'unhandled error');
+      return sendProblem(request, reply, new AppError(500, 'INTERNAL', 'An unexpected error occurred. It has been logged with the request id.'));
     }
-    request.log.error({ err }, 'unhandled error');
-    return sendProblem(request, reply, new AppError(500, 'INTERNAL', 'An unexpected error occurred. It has been logged with the request id.'));
+    if (known.status === 503) {
+      request.log.warn({ err }, 'database unavailable');
+    } else {
+      // A client's mistake or a refusal is an answer, not an incident: one short line, no
+      // stack, at debug (the access log line at info already has the status). Logging more
+      // would let anyone fill the log with bad requests.
+      request.log.debug({ status: known.status, code: known.code, sqlstate: pgErrorCode(err) }, known.detail);
+    }
+    return sendProblem(request, reply, known);
   });
 }
 

@@ -1,5 +1,8 @@
-// Typed errors with stable codes. Services throw these; one handler (error-handler.ts) turns
-// them into RFC 9457 problem+json. Nothing HTTP-specific beyond the status lives in services.
+// Errors as HTTP answers. Domain errors (domain/errors.ts) carry a kind and a code; this is
+// the one place that gives each kind its status. AppError is for what only HTTP knows: a
+// malformed query string or header, 405, 406, 413, 415. error-handler.ts turns both into
+// RFC 9457 problem+json.
+import { DomainError, type ErrorKind } from '../domain/errors.js';
 
 export interface FieldError {
   field: string;
@@ -44,28 +47,41 @@ export const TITLES: Record<number, string> = {
   503: 'Service unavailable',
 };
 
+export const STATUS_OF: Record<ErrorKind, number> = {
+  invalid: 400,
+  unauthenticated: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  precondition: 412,
+  rate_limited: 429,
+  unavailable: 503,
+};
+
+/** A domain error as an HTTP answer: its kind's status, and the headers that status calls for. */
+export function fromDomain(err: DomainError): AppError {
+  const headers: Record<string, string> = {};
+  if (err.kind === 'unauthenticated') headers['www-authenticate'] = 'Bearer';
+  if (err.details.retryAfterSeconds !== undefined) headers['retry-after'] = String(err.details.retryAfterSeconds);
+  return new AppError(STATUS_OF[err.kind], err.code, err.detail, {
+    headers,
+    errors: err.details.fields?.map((f) => ({ ...f, in: 'body' as const })),
+    members: err.details.members,
+  });
+}
+
+/** A malformed part of the request that only HTTP has (a query parameter, a header). */
 export const invalid = (field: string, message: string, where: FieldError['in'] = 'body') =>
   new AppError(400, 'VALIDATION_FAILED', `${field.replace(/^\//, '')} ${message}`, {
     errors: [{ field, message, in: where }],
   });
 
-export const notFound = (what = 'Resource') => new AppError(404, 'NOT_FOUND', `${what} not found`);
-
-export const forbidden = (detail = 'You are not allowed to do this') => new AppError(403, 'FORBIDDEN', detail);
-
-export const conflict = (code: string, detail: string, members?: Record<string, unknown>) =>
-  new AppError(409, code, detail, { members });
-
-export const unauthenticated = (code: 'UNAUTHENTICATED' | 'TOKEN_EXPIRED' | 'TOKEN_REVOKED' | 'INVALID_CREDENTIALS', detail: string) =>
-  new AppError(401, code, detail, { headers: { 'www-authenticate': 'Bearer' } });
-
-export const rateLimited = (retryAfterSeconds: number, detail = 'Too many attempts; try again later') =>
-  new AppError(429, 'RATE_LIMITED', detail, { headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) } });
-
-export const preconditionFailed = () =>
-  new AppError(412, 'PRECONDITION_FAILED', 'If-Match does not match the current version of the resource');
-
 export const unavailable = () =>
   new AppError(503, 'UNAVAILABLE', 'The database is unreachable; nothing was written. Try again shortly.', {
     headers: { 'retry-after': '5' },
   });
+
+export const rateLimitedAnswer = (retryAfterSeconds: number, detail: string) =>
+  new AppError(429, 'RATE_LIMITED', detail, { headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) } });
+
+export { DomainError };

@@ -6,16 +6,15 @@ import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Database } from '../db/database.js';
 import { API_PREFIX, requestPath } from './conventions.js';
-import { AppError, conflict, invalid } from './errors.js';
+import { AppError, invalid } from './errors.js';
+import { claimKey, completeKey, findKey, releaseKey, type KeyRef } from './idempotency.repository.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    idempotency: { scope: string; path: string; key: string } | undefined;
+    idempotency: KeyRef | undefined;
   }
 }
 
-export const IDEMPOTENCY_TTL_HOURS = 24;
-const ABANDONED_CLAIM_MINUTES = 5;
 
 /** The same fields in another order are the same request. */
 export function canonicalJson(value: unknown): string {
@@ -42,30 +41,14 @@ export function registerIdempotency(app: FastifyInstance, db: Database): void {
     const path = requestPath(request);
     const requestHash = createHash('sha256').update(canonicalJson(request.body ?? null)).digest('hex');
 
-    // Claim the key; an expired claim (over 24 h old) is taken over as if absent.
-    const claimed = await db.query(
-      `INSERT INTO idempotency_keys (scope, method, path, key, request_hash) VALUES ($1, 'POST', $2, $3, $4)
-       ON CONFLICT (scope, method, path, key) DO UPDATE
-         SET request_hash = EXCLUDED.request_hash, status_code = NULL, response_headers = NULL, response_body = NULL, created_at = now()
-         WHERE idempotency_keys.created_at < now() - make_interval(hours => $5)
-            -- A claim never completed (its process died mid-request) is abandoned after
-            -- longer than any request can run, instead of blocking the key for 24 h.
-            OR (idempotency_keys.status_code IS NULL AND idempotency_keys.created_at < now() - make_interval(mins => $6))
-       RETURNING 1`,
-      [scope, path, key, requestHash, IDEMPOTENCY_TTL_HOURS, ABANDONED_CLAIM_MINUTES],
-    );
-    if (claimed.length === 1) {
-      request.idempotency = { scope, path, key };
+    const ref = { scope, path, key };
+    if (await claimKey(db, ref, requestHash)) {
+      request.idempotency = ref;
       return;
     }
-    const rows = await db.query<{ request_hash: string; status_code: number | null; response_headers: Record<string, string> | null; response_body: string | null }>(
-      `SELECT request_hash, status_code, response_headers, response_body FROM idempotency_keys
-        WHERE scope = $1 AND method = 'POST' AND path = $2 AND key = $3`,
-      [scope, path, key],
-    );
-    const first = rows[0];
+    const first = await findKey(db, ref);
     if (first && first.request_hash !== requestHash) {
-      throw conflict('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used with a different request body');
+      throw new AppError(409, 'IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used with a different request body');
     }
     if (!first || first.status_code === null) {
       throw new AppError(409, 'CONFLICT', 'A request with this Idempotency-Key is still in progress', { headers: { 'retry-after': '1' } });
@@ -80,8 +63,7 @@ export function registerIdempotency(app: FastifyInstance, db: Database): void {
     if (!claim) return payload;
     request.idempotency = undefined;
     if (reply.statusCode >= 500) {
-      // Nothing was done: let a retry run again.
-      await db.query(`DELETE FROM idempotency_keys WHERE scope = $1 AND method = 'POST' AND path = $2 AND key = $3`, [claim.scope, claim.path, claim.key]);
+      await releaseKey(db, claim);
       return payload;
     }
     const headers: Record<string, string> = {};
@@ -89,11 +71,7 @@ export function registerIdempotency(app: FastifyInstance, db: Database): void {
       const v = reply.getHeader(name);
       if (typeof v === 'string') headers[name] = v;
     }
-    await db.query(
-      `UPDATE idempotency_keys SET status_code = $4, response_headers = $5, response_body = $6
-        WHERE scope = $1 AND method = 'POST' AND path = $2 AND key = $3`,
-      [claim.scope, claim.path, claim.key, reply.statusCode, JSON.stringify(headers), typeof payload === 'string' ? payload : ''],
-    );
+    await completeKey(db, claim, reply.statusCode, headers, typeof payload === 'string' ? payload : '');
     return payload;
   });
 }

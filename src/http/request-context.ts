@@ -1,8 +1,7 @@
-// Turns a Fastify request into the transport-free RequestContext that services and the
-// audit writer take.
+// Turns a Fastify request into the transport-free RequestContext that use cases take.
 import type { FastifyRequest } from 'fastify';
-import type { Actor, RequestContext } from '../context.js';
-import { unauthenticated } from './errors.js';
+import type { Actor, ActorContext, RequestContext } from '../context.js';
+import { unauthenticated } from '../domain/errors.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -20,13 +19,8 @@ export function contextOf(request: FastifyRequest): RequestContext {
 }
 
 /** For routes that require authentication: the context with its actor. */
-export function authedContext(request: FastifyRequest): RequestContext & { actor: Actor } {
+export function authedContext(request: FastifyRequest): ActorContext {
   const ctx = contextOf(request);
   if (!ctx.actor) throw unauthenticated('UNAUTHENTICATED', 'Authentication is required');
-  return ctx as RequestContext & { actor: Actor };
-}
-
-export function ifMatchOf(request: FastifyRequest): string | undefined {
-  const v = request.headers['if-match'];
-  return typeof v === 'string' ? v : undefined;
+  return ctx as ActorContext;
 }

@@ -1,15 +1,20 @@
 // Housekeeping that every instance may run (the deletes are idempotent): the outbox and
-// idempotency keys are kept 24 hours, counted login failures only as long as they count.
+// idempotency keys are kept 24 hours, counted login failures only as long as they count,
+// sessions 30 days past their end.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../db/database.js';
+import { pruneIdempotencyKeys } from '../http/idempotency.repository.js';
+import { pruneLoginFailures } from '../modules/auth/throttle.js';
+import { pruneEvents } from '../modules/outbox/outbox.js';
+import { pruneExpiredSessions } from '../modules/sessions/sessions.repository.js';
 
 const EVERY_MS = 10 * 60 * 1000;
 
 export async function runMaintenance(db: Database): Promise<void> {
-  await db.query(`DELETE FROM events WHERE created_at < now() - interval '24 hours'`);
-  await db.query(`DELETE FROM idempotency_keys WHERE created_at < now() - interval '24 hours'`);
-  await db.query(`DELETE FROM login_failures WHERE created_at < now() - interval '15 minutes'`);
-  await db.query(`DELETE FROM sessions WHERE expires_at < now() - interval '30 days'`);
+  await pruneEvents(db);
+  await pruneIdempotencyKeys(db);
+  await pruneLoginFailures(db);
+  await pruneExpiredSessions(db);
 }
 
 export function scheduleMaintenance(db: Database, log: FastifyBaseLogger): () => void {

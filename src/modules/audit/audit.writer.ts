@@ -1,10 +1,10 @@
-// The only way to write an audit record. It takes the caller's transaction, so the record
-// commits or rolls back with the change it describes; call it after the change. The record
-// is sent, not awaited (Tx.send): it travels with the transaction's next statement or its
-// COMMIT, and if it fails the whole transaction fails. Refusals (DENIED) get their own
-// transaction, since nothing else changed.
+// Writes audit records. Only the use-case runner (use-cases/runner.ts) calls it: a use case
+// records through its unit of work, which holds the transaction, so a record commits or
+// rolls back with the change it describes, and is written after it. The record is sent, not
+// awaited (Tx.send): it travels with COMMIT, and if it fails the whole transaction fails.
 import { createHmac } from 'node:crypto';
-import type { Database, Tx } from '../../db/database.js';
+import type { Tx } from '../../db/database.js';
+import { send, statements } from '../../db/statements.js';
 import type { RequestContext } from '../../context.js';
 import { eventColumns, eventsInsert, type OutboxEvent } from '../outbox/outbox.js';
 
@@ -50,14 +50,19 @@ export interface AuditWriter {
    * events costs one statement for both instead of two (the hot write paths pay per statement).
    */
   record(tx: Tx, ctx: RequestContext, entry: AuditEntry, events?: OutboxEvent[]): void;
-  /** Records a refused action in a transaction of its own. */
-  deny(db: Database, ctx: RequestContext, entry: Omit<AuditEntry, 'result'>): Promise<void>;
 }
 
 const AUDIT_INSERT = `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
-// A data-modifying WITH runs to completion whether or not the main statement reads it.
-const AUDIT_INSERT_WITH_EVENTS = `WITH outbox AS (${eventsInsert(10)}) ${AUDIT_INSERT}`;
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
+
+const S = statements('audit-writer', {
+  insert: { text: AUDIT_INSERT, prepare: true },
+  // A data-modifying WITH runs to completion whether or not the main statement reads it.
+  insertWithEvents: { text: `WITH outbox AS (${eventsInsert(10)}) ${AUDIT_INSERT}`, prepare: true },
+  insertPersonalData: `INSERT INTO audit_personal_data (ref, subject_user_id, value)
+  SELECT ref, $2::bigint, value FROM unnest($1::text[], $3::text[]) AS p(ref, value)
+  ON CONFLICT (ref) DO NOTHING`,
+});
 
 export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
   const refOf = (subject: number | null, value: string) =>
@@ -76,12 +81,7 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
       }
     }
     if (personal.length > 0) {
-      tx.send(
-        `INSERT INTO audit_personal_data (ref, subject_user_id, value)
-         SELECT ref, $2::bigint, value FROM unnest($1::text[], $3::text[]) AS p(ref, value)
-         ON CONFLICT (ref) DO NOTHING`,
-        [personal.map((p) => p[0]), subject, personal.map((p) => p[1])],
-      );
+      send(tx, S.insertPersonalData, [personal.map((p) => p[0]), subject, personal.map((p) => p[1])]);
     }
     const values = [
       entry.actorId !== undefined ? entry.actorId : (ctx.actor?.id ?? null),
@@ -94,14 +94,9 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
       ctx.userAgent?.slice(0, 512) ?? null,
       ctx.requestId,
     ];
-    if (events.length === 0) tx.send(AUDIT_INSERT, values, { prepareAs: 'audit_insert' });
-    else tx.send(AUDIT_INSERT_WITH_EVENTS, [...values, ...eventColumns(events)], { prepareAs: 'audit_insert_with_events' });
+    if (events.length === 0) send(tx, S.insert, values);
+    else send(tx, S.insertWithEvents, [...values, ...eventColumns(events)]);
   }
 
-  return {
-    record,
-    async deny(db, ctx, entry) {
-      await db.transaction(async (tx) => record(tx, ctx, { ...entry, result: 'DENIED' }));
-    },
-  };
+  return { record };
 }

@@ -4,7 +4,13 @@ import { User } from '../users/users.schemas.js';
 
 export const LoginBody = Type.Object({ email: Email, password: PasswordInput }, { additionalProperties: false });
 export const RefreshBody = Type.Object(
-  { refresh_token: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_-]+$' }) },
+  {
+    refresh_token: Type.String({
+      minLength: 1,
+      maxLength: 1024,
+      description: 'The refresh token of the last login or refresh. A malformed, unknown or expired one is 401, a spent or revoked one 401 TOKEN_REVOKED.',
+    }),
+  },
   { additionalProperties: false },
 );
 export const PasswordBody = Type.Object(

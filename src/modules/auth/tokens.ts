@@ -3,7 +3,7 @@
 // with anything else (or `alg: none`) is rejected.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
-import { unauthenticated } from '../../http/errors.js';
+import { unauthenticated } from '../../domain/errors.js';
 
 const ISSUER = 'teamlog';
 const AUDIENCE = 'teamlog-api';
@@ -74,6 +74,9 @@ async function verifySignature(key: Uint8Array, token: string): Promise<AccessCl
 export function newRefreshToken(): string {
   return `tlr_${randomBytes(32).toString('base64url')}`;
 }
+
+/** The shape newRefreshToken makes: anything else can match no stored token. */
+export const isWellFormedRefreshToken = (token: string): boolean => /^tlr_[A-Za-z0-9_-]{43}$/.test(token);
 
 /** Refresh tokens carry 256 random bits, so a fast hash is enough to keep them unreadable at rest. */
 export function hashRefreshToken(token: string): Buffer {

@@ -1,14 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { sendPage } from '../../http/pagination.js';
+import { pageRequest, sendPage } from '../../http/pagination.js';
 import { authedContext } from '../../http/request-context.js';
 import { Page, PageQuery, Text, Timestamp, errorResponses } from '../../http/schemas.js';
-import { ROOM_PATTERN, type MessageRow, type MessagesService } from './messages.service.js';
+import { presentMessage } from './messages.presenter.js';
+import { ROOM_PATTERN, type MessagesService } from './messages.service.js';
 
 const security = [{ bearer: [] }];
 const Room = Type.String({ pattern: ROOM_PATTERN, maxLength: 30, description: '`general` or `project:<id>`' });
 const Message = Type.Object({ id: Type.Integer(), room: Type.String(), author_id: Type.Integer(), text: Type.String(), created_at: Timestamp });
-const present = (m: MessageRow) => ({ id: m.id, room: m.room, author_id: m.author_id, text: m.text, created_at: m.created_at });
 
 export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesService }> = async (app, { messages }) => {
   app.get('/messages', {
@@ -18,8 +18,8 @@ export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesServi
       response: { 200: Page(Message), ...errorResponses(400, 401, 404) },
     },
     handler: async (request, reply) => {
-      const { rows, page } = await messages.list(authedContext(request).actor, request.query);
-      return sendPage(request, reply, rows, page, (ms) => ms.map(present));
+      const { room = 'general', ...page } = request.query;
+      return sendPage(request, reply, await messages.list(authedContext(request).actor, room, pageRequest(page)), (ms) => ms.map(presentMessage));
     },
   });
 
@@ -33,7 +33,7 @@ export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesServi
     handler: async (request, reply) => {
       const message = await messages.postMessage(authedContext(request), request.body);
       reply.code(201);
-      return present(message);
+      return presentMessage(message);
     },
   });
 };

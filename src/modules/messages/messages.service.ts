@@ -1,62 +1,53 @@
 // Chat. `general` is every user's room; `project:<id>` belongs to that project's members
 // (and ADMINs). POST /messages and the socket `new-message` event both call postMessage.
-import type { Actor, RequestContext } from '../../context.js';
+import type { Actor, ActorContext } from '../../context.js';
 import type { Deps } from '../../deps.js';
-import { notFound } from '../../http/errors.js';
-import { pageRequest } from '../../http/pagination.js';
-import { addEvents } from '../outbox/outbox.js';
+import { notFound } from '../../domain/errors.js';
+import { pageOf, type PageRequest } from '../../domain/page.js';
+import { useCase } from '../../use-cases/runner.js';
+import { lockProjectAccess } from '../projects/projects.access.js';
 import { accessOf, projectPolicy } from '../projects/projects.policy.js';
-import { memberRole } from '../projects/projects.repository.js';
+import { projectAndRole } from '../projects/projects.repository.js';
+import { presentMessage } from './messages.presenter.js';
+import * as repo from './messages.repository.js';
+import type { MessageRow } from './messages.repository.js';
 
-type Ctx = RequestContext & { actor: Actor };
-
-export interface MessageRow {
-  id: number;
-  room: string;
-  author_id: number;
-  text: string;
-  created_at: string;
-}
+const POST = useCase('messages.post');
 
 export const ROOM_PATTERN = '^(general|project:[1-9][0-9]{0,15})$';
 
-export function createMessagesService(deps: Deps) {
-  const { db } = deps;
+/** The project behind a room (null for `general`); 404 for a room that cannot exist. */
+function projectOfRoom(room: string): number | null {
+  if (room === 'general') return null;
+  const projectId = Number(room.slice('project:'.length));
+  if (!room.startsWith('project:') || !Number.isSafeInteger(projectId) || projectId < 1) throw notFound('Room');
+  return projectId;
+}
 
-  /** The project behind a room, after checking the caller may use it (404 otherwise). */
-  async function roomProject(actor: Actor, room: string): Promise<number | null> {
-    if (room === 'general') return null;
-    const projectId = Number(room.slice('project:'.length));
-    if (!Number.isSafeInteger(projectId)) throw notFound('Room');
-    const exists = await db.query('SELECT 1 FROM projects WHERE id = $1', [projectId]);
-    if (exists.length === 0 || !projectPolicy.useRoom(accessOf(actor, await memberRole(db, projectId, actor.id)))) throw notFound('Room');
-    return projectId;
-  }
+export function createMessagesService(deps: Deps) {
+  const { db, run } = deps;
 
   return {
-    async list(actor: Actor, query: { room?: string; limit?: number; cursor?: string }) {
-      const room = query.room ?? 'general';
-      await roomProject(actor, room);
-      const page = pageRequest(query);
-      const rows = await db.query<MessageRow>(
-        `SELECT id, room, author_id, text, created_at FROM messages
-          WHERE room = $1 AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT $3`,
-        [room, page.beforeId ?? null, page.limit + 1],
-      );
-      return { rows, page };
+    async list(viewer: Actor, room: string, page: PageRequest) {
+      const projectId = projectOfRoom(room);
+      if (projectId !== null) {
+        const { exists, role } = await projectAndRole(db, projectId, viewer.id);
+        if (!exists || !projectPolicy.useRoom(accessOf(viewer, role))) throw notFound('Room');
+      }
+      return pageOf(await repo.listMessages(db, room, page.after, page.limit), page);
     },
 
-    async postMessage(ctx: Ctx, input: { text: string; room?: string }): Promise<MessageRow> {
+    postMessage(ctx: ActorContext, input: { text: string; room?: string }): Promise<MessageRow> {
       const room = input.room ?? 'general';
-      const projectId = await roomProject(ctx.actor, room);
-      return db.transaction(async (tx) => {
-        const rows = await tx.query<MessageRow>(
-          `INSERT INTO messages (room, project_id, author_id, text) VALUES ($1, $2, $3, $4)
-           RETURNING id, room, author_id, text, created_at`,
-          [room, projectId, ctx.actor.id, input.text],
-        );
-        const message = rows[0]!;
-        addEvents(tx, [{ name: 'new-message', room, payload: { ...message } }]);
+      const projectId = projectOfRoom(room);
+      return run(ctx, POST, async (uow) => {
+        if (projectId !== null) {
+          // The caller's membership is locked: a removal waits for the message, or is seen here.
+          const { projectId: found, access } = await lockProjectAccess(uow, { projectId });
+          if (found === undefined || !projectPolicy.useRoom(access)) throw notFound('Room');
+        }
+        const message = await repo.insertMessage(uow.tx, { room, projectId, authorId: ctx.actor.id, text: input.text });
+        uow.emit({ name: 'new-message', room, payload: presentMessage(message) });
         return message;
       });
     },

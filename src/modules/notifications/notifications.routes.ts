@@ -1,12 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { sendPage } from '../../http/pagination.js';
-import { authedContext, ifMatchOf } from '../../http/request-context.js';
+import { pageRequest, sendPage } from '../../http/pagination.js';
+import { expectedVersion, versionEtag } from '../../http/preconditions.js';
+import { authedContext } from '../../http/request-context.js';
 import { IdParams, IfMatchHeader, NoContent, Page, PageQuery, Timestamp, errorResponses } from '../../http/schemas.js';
-import { notificationEtag, type NotificationsService } from './notifications.service.js';
-import { presentNotification } from './notifications.writer.js';
+import { presentNotification } from './notifications.presenter.js';
+import type { NotificationRow } from './notifications.repository.js';
+import { notificationVersion, type NotificationsService } from './notifications.service.js';
 
 const security = [{ bearer: [] }];
+const notificationEtag = (n: NotificationRow) => versionEtag('notification', n.id, notificationVersion(n));
 const Notification = Type.Object({
   id: Type.Integer(),
   kind: Type.String(),
@@ -23,8 +26,9 @@ export const notificationsRoutes: FastifyPluginAsyncTypebox<{ notifications: Not
       response: { 200: Page(Notification), ...errorResponses(400, 401) },
     },
     handler: async (request, reply) => {
-      const { rows, page } = await notifications.list(authedContext(request).actor, request.query);
-      return sendPage(request, reply, rows, page, (ns) => ns.map(presentNotification));
+      const { limit, cursor, ...filter } = request.query;
+      const page = await notifications.list(authedContext(request).actor, filter, pageRequest({ limit, cursor }));
+      return sendPage(request, reply, page, (ns) => ns.map(presentNotification));
     },
   });
 
@@ -32,7 +36,7 @@ export const notificationsRoutes: FastifyPluginAsyncTypebox<{ notifications: Not
   app.put('/notifications/read', {
     schema: { tags: ['notifications'], summary: 'Mark all your notifications read', security, response: { 204: NoContent, ...errorResponses(401) } },
     handler: async (request, reply) => {
-      await notifications.markAllRead(authedContext(request).actor);
+      await notifications.markAllRead(authedContext(request));
       return reply.code(204).send(null);
     },
   });
@@ -44,7 +48,7 @@ export const notificationsRoutes: FastifyPluginAsyncTypebox<{ notifications: Not
       response: { 200: Notification, ...errorResponses(400, 401, 404, 412) },
     },
     handler: async (request, reply) => {
-      const n = await notifications.markRead(authedContext(request).actor, request.params.id, ifMatchOf(request));
+      const n = await notifications.markRead(authedContext(request), request.params.id, expectedVersion(request, 'notification', request.params.id));
       reply.header('etag', notificationEtag(n));
       return presentNotification(n);
     },

@@ -1,44 +1,38 @@
-import type { Actor } from '../../context.js';
+// A user's own notifications: listed, and marked read one by one or all at once.
+import type { Actor, ActorContext } from '../../context.js';
 import type { Deps } from '../../deps.js';
-import { notFound } from '../../http/errors.js';
-import { pageRequest } from '../../http/pagination.js';
-import { checkIfMatch, versionEtag, type IfMatch } from '../../http/preconditions.js';
-import type { NotificationRow } from './notifications.writer.js';
+import { notFound } from '../../domain/errors.js';
+import { pageOf, type PageRequest } from '../../domain/page.js';
+import { checkVersion, type ExpectedVersion } from '../../domain/versions.js';
+import { useCase } from '../../use-cases/runner.js';
+import * as repo from './notifications.repository.js';
+import type { NotificationRow } from './notifications.repository.js';
 
-const COLUMNS = 'id, user_id, kind, payload, read_at, created_at';
+const MARK_READ = useCase('notifications.markRead');
+const MARK_ALL_READ = useCase('notifications.markAllRead');
 
 /** A notification changes once: from unread (version 1) to read (version 2). */
-const notificationVersion = (n: NotificationRow) => (n.read_at === null ? 1 : 2);
-export const notificationEtag = (n: NotificationRow) => versionEtag('notification', n.id, notificationVersion(n));
+export const notificationVersion = (n: NotificationRow) => (n.read_at === null ? 1 : 2);
 
 export function createNotificationsService(deps: Deps) {
-  const { db } = deps;
+  const { db, run } = deps;
   return {
-    async list(actor: Actor, query: { unread?: boolean; limit?: number; cursor?: string }) {
-      const page = pageRequest(query);
-      const rows = await db.query<NotificationRow>(
-        `SELECT ${COLUMNS} FROM notifications
-          WHERE user_id = $1 AND (NOT $2 OR read_at IS NULL) AND ($3::bigint IS NULL OR id < $3)
-          ORDER BY id DESC LIMIT $4`,
-        [actor.id, query.unread === true, page.beforeId ?? null, page.limit + 1],
-      );
-      return { rows, page };
+    async list(actor: Actor, filter: { unread?: boolean }, page: PageRequest) {
+      return pageOf(await repo.listNotifications(db, actor.id, filter.unread === true, page.after, page.limit), page);
     },
 
     /** Idempotent: a notification already read keeps its first read_at. Someone else's is 404. */
-    async markRead(actor: Actor, id: number, ifMatch: IfMatch): Promise<NotificationRow> {
-      return db.transaction(async (tx) => {
-        const current = await tx.query<NotificationRow>(`SELECT ${COLUMNS} FROM notifications WHERE id = $1 AND user_id = $2 FOR UPDATE`, [id, actor.id]);
-        if (!current[0]) throw notFound('Notification');
-        checkIfMatch(ifMatch, 'notification', id, notificationVersion(current[0]));
-        if (current[0].read_at !== null) return current[0];
-        const rows = await tx.query<NotificationRow>(`UPDATE notifications SET read_at = now() WHERE id = $1 RETURNING ${COLUMNS}`, [id]);
-        return rows[0]!;
+    markRead(ctx: ActorContext, id: number, expected: ExpectedVersion): Promise<NotificationRow> {
+      return run(ctx, MARK_READ, async (uow) => {
+        const current = await repo.lockOwnNotification(uow.tx, id, ctx.actor.id);
+        if (!current) throw notFound('Notification');
+        checkVersion(expected, notificationVersion(current));
+        return current.read_at !== null ? current : repo.markNotificationRead(uow.tx, id);
       });
     },
 
-    async markAllRead(actor: Actor): Promise<void> {
-      await db.query('UPDATE notifications SET read_at = now() WHERE user_id = $1 AND read_at IS NULL', [actor.id]);
+    async markAllRead(ctx: ActorContext): Promise<void> {
+      await run(ctx, MARK_ALL_READ, async (uow) => void (await repo.markAllNotificationsRead(uow.tx, ctx.actor.id)));
     },
   };
 }

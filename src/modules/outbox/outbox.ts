@@ -2,7 +2,8 @@
 // real-time relay delivers them after commit (never for a rolled-back change) and replays
 // them for 24 hours. Each row carries the committing transaction's id (set by default).
 // Rows are sent, not awaited (Tx.send): they travel with the transaction's next statement.
-import type { Tx } from '../../db/database.js';
+import type { Queryable, Tx } from '../../db/database.js';
+import { query, send, statements } from '../../db/statements.js';
 
 export interface OutboxEvent {
   /** Socket.IO event name, e.g. `task-updated`. */
@@ -27,9 +28,14 @@ export function eventColumns(events: OutboxEvent[]): [string[], string[], string
   return [events.map((e) => e.name), events.map((e) => e.room), events.map((e) => JSON.stringify(e.payload))];
 }
 
-const EVENTS_INSERT = eventsInsert(1);
+const S = statements('outbox', {
+  insert: { text: eventsInsert(1), prepare: true },
+  prune: `DELETE FROM events WHERE created_at < now() - interval '24 hours'`,
+});
 
 export function addEvents(tx: Tx, events: OutboxEvent[]): void {
   if (events.length === 0) return;
-  tx.send(EVENTS_INSERT, eventColumns(events), { prepareAs: 'events_insert' });
+  send(tx, S.insert, eventColumns(events));
 }
+
+export const pruneEvents = (q: Queryable) => query(q, S.prune);

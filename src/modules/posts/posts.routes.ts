@@ -1,10 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { API_PREFIX } from '../../http/conventions.js';
-import { sendPage } from '../../http/pagination.js';
-import { authedContext, ifMatchOf } from '../../http/request-context.js';
+import { pageRequest, sendPage } from '../../http/pagination.js';
+import { expectedVersion, versionEtag } from '../../http/preconditions.js';
+import { authedContext } from '../../http/request-context.js';
 import { Id, IdParams, IfMatchHeader, NoContent, Page, PageQuery, Text, Timestamp, errorResponses } from '../../http/schemas.js';
-import { postEtag, type PostRow, type PostsService } from './posts.service.js';
+import { POST_VIEWS, postView, presentPost } from './posts.presenter.js';
+import type { PostRow } from './posts.repository.js';
+import type { PostsService } from './posts.service.js';
 
 const security = [{ bearer: [] }];
 const ifMatch = IfMatchHeader('post');
@@ -16,7 +19,7 @@ const Post = Type.Object({
   liked_by_me: Type.Boolean(),
   created_at: Timestamp,
 });
-const present = (p: PostRow) => ({ id: p.id, author_id: p.author_id, content: p.content, like_count: p.like_count, liked_by_me: p.liked_by_me, created_at: p.created_at });
+const postEtag = (p: PostRow) => versionEtag('post', p.id, p.version, postView(p));
 
 export const postsRoutes: FastifyPluginAsyncTypebox<{ posts: PostsService }> = async (app, { posts }) => {
   app.get('/posts', {
@@ -26,8 +29,9 @@ export const postsRoutes: FastifyPluginAsyncTypebox<{ posts: PostsService }> = a
       response: { 200: Page(Post), ...errorResponses(400, 401) },
     },
     handler: async (request, reply) => {
-      const { rows, page } = await posts.list(authedContext(request).actor, request.query);
-      return sendPage(request, reply, rows, page, (ps) => ps.map(present));
+      const { limit, cursor, ...filter } = request.query;
+      const page = await posts.list(authedContext(request).actor, filter, pageRequest({ limit, cursor }));
+      return sendPage(request, reply, page, (ps) => ps.map(presentPost));
     },
   });
 
@@ -40,7 +44,7 @@ export const postsRoutes: FastifyPluginAsyncTypebox<{ posts: PostsService }> = a
     handler: async (request, reply) => {
       const post = await posts.create(authedContext(request), request.body.content);
       reply.code(201).header('location', `${API_PREFIX}/posts/${post.id}`);
-      return present(post);
+      return presentPost(post);
     },
   });
 
@@ -49,7 +53,7 @@ export const postsRoutes: FastifyPluginAsyncTypebox<{ posts: PostsService }> = a
     handler: async (request, reply) => {
       const post = await posts.get(authedContext(request).actor, request.params.id);
       reply.header('etag', postEtag(post));
-      return present(post);
+      return presentPost(post);
     },
   });
 
@@ -64,18 +68,18 @@ export const postsRoutes: FastifyPluginAsyncTypebox<{ posts: PostsService }> = a
   app.put('/posts/:id/like', {
     schema: { tags: ['posts'], summary: 'Like a post (idempotent)', security, params: IdParams, headers: ifMatch, response: { 200: Post, ...errorResponses(400, 401, 404, 412) } },
     handler: async (request, reply) => {
-      const post = await posts.like(authedContext(request), request.params.id, ifMatchOf(request));
+      const post = await posts.like(authedContext(request), request.params.id, expectedVersion(request, 'post', request.params.id, POST_VIEWS));
       reply.header('etag', postEtag(post));
-      return present(post);
+      return presentPost(post);
     },
   });
 
   app.delete('/posts/:id/like', {
     schema: { tags: ['posts'], summary: 'Take back a like (idempotent)', security, params: IdParams, headers: ifMatch, response: { 200: Post, ...errorResponses(400, 401, 404, 412) } },
     handler: async (request, reply) => {
-      const post = await posts.unlike(authedContext(request), request.params.id, ifMatchOf(request));
+      const post = await posts.unlike(authedContext(request), request.params.id, expectedVersion(request, 'post', request.params.id, POST_VIEWS));
       reply.header('etag', postEtag(post));
-      return present(post);
+      return presentPost(post);
     },
   });
 };

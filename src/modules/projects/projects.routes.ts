@@ -1,9 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { API_PREFIX } from '../../http/conventions.js';
-import { sendPage } from '../../http/pagination.js';
-import { versionEtag } from '../../http/preconditions.js';
-import { authedContext, ifMatchOf } from '../../http/request-context.js';
+import { pageRequest, sendPage } from '../../http/pagination.js';
+import { expectedVersion, versionEtag } from '../../http/preconditions.js';
+import { authedContext } from '../../http/request-context.js';
 import { IdParams, IfMatchHeader, NoContent, Page, errorResponses } from '../../http/schemas.js';
+import { presentMember, presentProject } from './projects.presenter.js';
 import type { ProjectRow } from './projects.repository.js';
 import { CreateProjectBody, ListQuery, Member, MemberBody, MemberParams, Project, UpdateProjectBody } from './projects.schemas.js';
 import type { ProjectsService } from './projects.service.js';
@@ -11,17 +12,14 @@ import type { ProjectsService } from './projects.service.js';
 const security = [{ bearer: [] }];
 const ifMatch = IfMatchHeader('project');
 
-export function presentProject(p: ProjectRow) {
-  return { id: p.id, name: p.name, description: p.description, created_by: p.created_by, created_at: p.created_at, updated_at: p.updated_at, member_count: p.member_count };
-}
 const projectEtag = (p: ProjectRow) => versionEtag('project', p.id, p.version);
 
 export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsService }> = async (app, { projects }) => {
   app.get('/projects', {
     schema: { tags: ['projects'], summary: 'Projects you belong to (ADMIN: all), newest first', security, querystring: ListQuery, response: { 200: Page(Project), ...errorResponses(400, 401) } },
     handler: async (request, reply) => {
-      const { rows, page } = await projects.list(authedContext(request).actor, request.query);
-      return sendPage(request, reply, rows, page, (ps) => ps.map(presentProject));
+      const page = await projects.list(authedContext(request).actor, pageRequest(request.query));
+      return sendPage(request, reply, page, (ps) => ps.map(presentProject));
     },
   });
 
@@ -37,7 +35,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
   app.get('/projects/:id', {
     schema: { tags: ['projects'], summary: 'A project (members and ADMINs)', security, params: IdParams, response: { 200: Project, ...errorResponses(400, 401, 404) } },
     handler: async (request, reply) => {
-      const { project } = await projects.load(authedContext(request), request.params.id);
+      const project = await projects.get(authedContext(request).actor, request.params.id);
       reply.header('etag', projectEtag(project));
       return presentProject(project);
     },
@@ -49,7 +47,7 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
       response: { 200: Project, ...errorResponses(400, 401, 403, 404, 412) },
     },
     handler: async (request, reply) => {
-      const project = await projects.update(authedContext(request), request.params.id, request.body, ifMatchOf(request));
+      const project = await projects.update(authedContext(request), request.params.id, request.body, expectedVersion(request, 'project', request.params.id));
       reply.header('etag', projectEtag(project));
       return presentProject(project);
     },
@@ -72,17 +70,16 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
       response: { 200: Page(Member), ...errorResponses(400, 401, 404) },
     },
     handler: async (request, reply) => {
-      const { rows, page } = await projects.members(authedContext(request), request.params.id, request.query);
+      const page = await projects.members(authedContext(request).actor, request.params.id, pageRequest(request.query));
       // Members page forward by user id; the cursor carries the last user id of the page.
-      return sendPage(request, reply, rows, page, (ms) => ms.map((m) => ({ user_id: m.user_id, role: m.role, added_at: m.added_at })), (m) => m.user_id);
+      return sendPage(request, reply, page, (ms) => ms.map(presentMember));
     },
   });
 
   app.get('/projects/:id/members/:userId', {
     schema: { tags: ['projects'], summary: 'One member of a project (members and ADMINs)', security, params: MemberParams, response: { 200: Member, ...errorResponses(400, 401, 404) } },
     handler: async (request) => {
-      const member = await projects.member(authedContext(request), request.params.id, request.params.userId);
-      return { user_id: member.user_id, role: member.role, added_at: member.added_at };
+      return presentMember(await projects.member(authedContext(request).actor, request.params.id, request.params.userId));
     },
   });
 
@@ -95,10 +92,12 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
       response: { 200: Member, 201: Member, ...errorResponses(400, 401, 403, 404, 409, 412) },
     },
     handler: async (request, reply) => {
-      const { created, member, project } = await projects.setMember(authedContext(request), request.params.id, request.params.userId, request.body.role, ifMatchOf(request));
+      const { created, member, project } = await projects.setMember(
+        authedContext(request), request.params.id, request.params.userId, request.body.role, expectedVersion(request, 'project', request.params.id),
+      );
       reply.header('etag', projectEtag(project));
       if (created) reply.code(201).header('location', `${API_PREFIX}/projects/${project.id}/members/${member.user_id}`);
-      return { user_id: member.user_id, role: member.role, added_at: member.added_at };
+      return presentMember(member);
     },
   });
 

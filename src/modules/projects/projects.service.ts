@@ -1,40 +1,52 @@
 // Projects and their members. The creator becomes OWNER; the last OWNER can be neither
-// removed nor demoted; removing a member unassigns their tasks in the project.
-import type { Actor, RequestContext } from '../../context.js';
+// removed nor demoted; removing a member unassigns their tasks in the project (a step the
+// tasks module contributes, wired in src/services.ts).
+import type { Actor, ActorContext } from '../../context.js';
 import type { Tx } from '../../db/database.js';
 import type { Deps } from '../../deps.js';
-import { conflict, notFound } from '../../http/errors.js';
-import { pageRequest } from '../../http/pagination.js';
-import { checkIfMatch, type IfMatch } from '../../http/preconditions.js';
+import { conflict, forbidden, notFound } from '../../domain/errors.js';
+import { pageOf, type PageRequest } from '../../domain/page.js';
+import { checkVersion, type ExpectedVersion } from '../../domain/versions.js';
+import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
 import { notify } from '../notifications/notifications.writer.js';
-import { refuse } from '../refusal.js';
-import { taskEvent } from '../tasks/tasks.presenter.js';
-import { TASK_COLUMNS, type TaskRow } from '../tasks/tasks.repository.js';
 import { findUserById } from '../users/users.repository.js';
+import { lockProjectAccess } from './projects.access.js';
 import { accessOf, projectPolicy, type ProjectAccess, type ProjectRole } from './projects.policy.js';
 import * as repo from './projects.repository.js';
-import type { ProjectRow } from './projects.repository.js';
+import type { MemberRow, ProjectRow } from './projects.repository.js';
 
-type Ctx = RequestContext & { actor: Actor };
+const CREATE = useCase('projects.create', ['CREATE_PROJECT']);
+const UPDATE = useCase('projects.update');
+const DELETE = useCase('projects.delete', ['DELETE_PROJECT']);
+const SET_MEMBER = useCase('projects.setMember', ['ADD_PROJECT_MEMBER', 'CHANGE_PROJECT_MEMBER_ROLE']);
+const REMOVE_MEMBER = useCase('projects.removeMember', ['REMOVE_PROJECT_MEMBER']);
 
-export function createProjectsService(deps: Deps) {
-  const { db, audit } = deps;
+/** What another module does, inside the removal's transaction, when a member leaves a project. */
+export type MemberRemovalStep = (uow: UnitOfWork, projectId: number, userId: number) => Promise<void>;
 
-  /** Loads a project the caller may see, with their access; 404 (optionally audited) otherwise. */
-  async function load(ctx: Ctx, id: number, deniedAction?: Parameters<typeof audit.record>[2]['action']): Promise<{ project: ProjectRow; access: ProjectAccess }> {
-    const project = await repo.findProject(db, id);
-    if (!project) throw notFound('Project');
-    const access = accessOf(ctx.actor, await repo.memberRole(db, id, ctx.actor.id));
-    if (!projectPolicy.see(access)) {
-      await refuse(deps, ctx, { status: 404, what: 'Project' }, deniedAction && { action: deniedAction, resourceType: 'PROJECT', resourceId: id });
-    }
+export interface ProjectsServiceOptions {
+  memberRemovalSteps: MemberRemovalStep[];
+}
+
+export function createProjectsService(deps: Deps, { memberRemovalSteps }: ProjectsServiceOptions) {
+  const { db, run } = deps;
+
+  /** For reads: a project the caller may see, with their access; 404 otherwise. */
+  async function load(actor: Actor, id: number): Promise<{ project: ProjectRow; access: ProjectAccess }> {
+    const [project, { role }] = await Promise.all([repo.findProject(db, id), repo.projectAndRole(db, id, actor.id)]);
+    const access = accessOf(actor, role);
+    if (!project || !projectPolicy.see(access)) throw notFound('Project');
     return { project, access };
   }
 
-  async function lockProject(tx: Tx, id: number): Promise<ProjectRow> {
-    const project = await repo.findProject(tx, id, { forUpdate: true });
+  /**
+   * For member changes and renames: the project locked for a change, and the caller's (and
+   * `others`') memberships locked for the decision. 404 when it does not exist.
+   */
+  async function lockForChange(uow: UnitOfWork, id: number, others: number[] = []) {
+    const [project, locked] = await Promise.all([repo.lockProjectForChange(uow.tx, id), lockProjectAccess(uow, { projectId: id }, others)]);
     if (!project) throw notFound('Project');
-    return project;
+    return { project, ...locked };
   }
 
   async function guardLastOwner(tx: Tx, projectId: number, role: ProjectRole | undefined): Promise<void> {
@@ -44,117 +56,107 @@ export function createProjectsService(deps: Deps) {
   }
 
   return {
-    load,
+    get: async (actor: Actor, id: number) => (await load(actor, id)).project,
 
-    async list(actor: Actor, query: { limit?: number; cursor?: string }) {
-      const page = pageRequest(query);
-      const rows = await repo.listProjects(db, actor.role === 'ADMIN' ? null : actor.id, page.beforeId, page.limit);
-      return { rows, page };
+    async list(viewer: Actor, page: PageRequest) {
+      return pageOf(await repo.listProjects(db, viewer.role === 'ADMIN' ? null : viewer.id, page.after, page.limit), page);
     },
 
-    async create(ctx: Ctx, body: { name: string; description?: string }): Promise<ProjectRow> {
-      return db.transaction(async (tx) => {
-        const id = await repo.insertProject(tx, { name: body.name.trim(), description: body.description ?? '', createdBy: ctx.actor.id });
-        await tx.query(`INSERT INTO project_members (project_id, user_id, role) VALUES ($1, $2, 'OWNER')`, [id, ctx.actor.id]);
+    async create(ctx: ActorContext, body: { name: string; description?: string }): Promise<ProjectRow> {
+      return run(ctx, CREATE, async (uow) => {
+        const name = body.name.trim();
+        const id = await repo.insertProject(uow.tx, { name, description: body.description ?? '', createdBy: ctx.actor.id });
+        const [, project] = await Promise.all([repo.insertMember(uow.tx, id, ctx.actor.id, 'OWNER'), repo.findProject(uow.tx, id)]);
         // One record per action: creating a project is CREATE_PROJECT, not also ADD_PROJECT_MEMBER.
-        audit.record(tx, ctx, { action: 'CREATE_PROJECT', resourceType: 'PROJECT', resourceId: id, metadata: { name: body.name.trim() } });
-        return (await repo.findProject(tx, id))!;
+        uow.audit({ action: 'CREATE_PROJECT', resourceType: 'PROJECT', resourceId: id, metadata: { name } });
+        return project!;
       });
     },
 
-    async update(ctx: Ctx, id: number, body: { name?: string; description?: string }, ifMatch: IfMatch): Promise<ProjectRow> {
-      const { access } = await load(ctx, id);
-      if (!projectPolicy.manage(access)) await refuse(deps, ctx, { status: 403 });
-      return db.transaction(async (tx) => {
-        const project = await lockProject(tx, id);
-        checkIfMatch(ifMatch, 'project', id, project.version);
+    async update(ctx: ActorContext, id: number, body: { name?: string; description?: string }, expected: ExpectedVersion): Promise<ProjectRow> {
+      return run(ctx, UPDATE, async (uow) => {
+        const { project, access } = await lockForChange(uow, id);
+        if (!projectPolicy.see(access)) throw notFound('Project');
+        if (!projectPolicy.manage(access)) throw forbidden();
+        checkVersion(expected, project.version);
         const name = body.name?.trim();
         const changed = (name !== undefined && name !== project.name) || (body.description !== undefined && body.description !== project.description);
         if (!changed) return project;
-        await repo.bumpProject(tx, id, { name, description: body.description });
-        return (await repo.findProject(tx, id))!;
+        await repo.bumpProject(uow.tx, id, { name, description: body.description });
+        return (await repo.findProject(uow.tx, id))!;
       });
     },
 
-    async remove(ctx: Ctx, id: number): Promise<void> {
-      const { access } = await load(ctx, id, 'DELETE_PROJECT');
-      if (!projectPolicy.manage(access)) await refuse(deps, ctx, { status: 403 }, { action: 'DELETE_PROJECT', resourceType: 'PROJECT', resourceId: id });
-      await db.transaction(async (tx) => {
-        const project = await lockProject(tx, id);
-        const tasks = await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM tasks WHERE project_id = $1', [id]);
-        await tx.query('DELETE FROM projects WHERE id = $1', [id]);
-        audit.record(tx, ctx, { action: 'DELETE_PROJECT', resourceType: 'PROJECT', resourceId: id, metadata: { name: project.name, taskCount: tasks[0]!.n } });
+    async remove(ctx: ActorContext, id: number): Promise<void> {
+      await run(ctx, DELETE, async (uow) => {
+        const [project, { access }] = await Promise.all([repo.lockProjectForDelete(uow.tx, id), lockProjectAccess(uow, { projectId: id })]);
+        if (!project) throw notFound('Project');
+        const record = { action: 'DELETE_PROJECT', resourceType: 'PROJECT', resourceId: id } as const;
+        if (!projectPolicy.see(access)) uow.refuse(notFound('Project'), record);
+        if (!projectPolicy.manage(access)) uow.refuse(forbidden(), record);
+        const taskCount = await repo.countTasks(uow.tx, id);
+        await repo.deleteProject(uow.tx, id);
+        uow.audit({ ...record, metadata: { name: project.name, taskCount } });
       });
     },
 
-    async members(ctx: Ctx, id: number, query: { limit?: number; cursor?: string }) {
-      await load(ctx, id);
-      const page = pageRequest(query);
-      const rows = await repo.listMembers(db, id, page.beforeId, page.limit);
-      return { rows, page };
+    async members(actor: Actor, id: number, page: PageRequest) {
+      await load(actor, id);
+      return pageOf(await repo.listMembers(db, id, page.after, page.limit), page, (m) => m.user_id);
     },
 
-    async member(ctx: Ctx, id: number, userId: number): Promise<repo.MemberRow> {
-      await load(ctx, id);
-      const rows = await db.query<repo.MemberRow>('SELECT user_id, role, added_at FROM project_members WHERE project_id = $1 AND user_id = $2', [id, userId]);
-      if (!rows[0]) throw notFound('Member');
-      return rows[0];
+    async member(actor: Actor, id: number, userId: number): Promise<MemberRow> {
+      await load(actor, id);
+      const member = await repo.findMember(db, id, userId);
+      if (!member) throw notFound('Member');
+      return member;
     },
 
-    /** Adds a member (201) or changes their role (200); setting the same role changes nothing. */
-    async setMember(ctx: Ctx, id: number, userId: number, role: ProjectRole, ifMatch: IfMatch): Promise<{ created: boolean; member: repo.MemberRow; project: ProjectRow }> {
-      const existingRole = await repo.memberRole(db, id, userId);
-      const action = existingRole === undefined ? 'ADD_PROJECT_MEMBER' : 'CHANGE_PROJECT_MEMBER_ROLE';
-      const { access } = await load(ctx, id, action);
-      if (!projectPolicy.manage(access)) await refuse(deps, ctx, { status: 403 }, { action, resourceType: 'PROJECT', resourceId: id });
-      const user = await findUserById(db, userId);
-      if (!user) throw notFound('User');
-      return db.transaction(async (tx) => {
-        const project = await lockProject(tx, id);
-        checkIfMatch(ifMatch, 'project', id, project.version);
-        const current = await repo.memberRole(tx, id, userId);
+    /** Adds a member (created) or changes their role; setting the role they have changes nothing. */
+    async setMember(ctx: ActorContext, id: number, userId: number, role: ProjectRole, expected: ExpectedVersion): Promise<{ created: boolean; member: MemberRow; project: ProjectRow }> {
+      return run(ctx, SET_MEMBER, async (uow) => {
+        const { project, access, roles } = await lockForChange(uow, id, [userId]);
+        const current = roles.get(userId);
+        const record = { action: current === undefined ? 'ADD_PROJECT_MEMBER' : 'CHANGE_PROJECT_MEMBER_ROLE', resourceType: 'PROJECT', resourceId: id } as const;
+        if (!projectPolicy.see(access)) uow.refuse(notFound('Project'), record);
+        if (!projectPolicy.manage(access)) uow.refuse(forbidden(), record);
+        if (!(await findUserById(uow.tx, userId))) throw notFound('User');
+        checkVersion(expected, project.version);
         if (current === role) {
-          const member = (await tx.query<repo.MemberRow>('SELECT user_id, role, added_at FROM project_members WHERE project_id = $1 AND user_id = $2', [id, userId]))[0]!;
-          return { created: false, member, project };
+          uow.withoutRecord('unchanged');
+          return { created: false, member: (await repo.findMember(uow.tx, id, userId))!, project };
         }
+        const actorId = ctx.actor.id;
         if (current === undefined) {
-          await tx.query('INSERT INTO project_members (project_id, user_id, role) VALUES ($1, $2, $3)', [id, userId, role]);
-          audit.record(tx, ctx, { action: 'ADD_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id, metadata: { userId, role } }, [
-            { name: 'membership-changed', room: `user:${userId}`, payload: { project_id: id, user_id: userId, role } },
-          ]);
-          await notify(tx, ctx.actor.id, [userId], 'project_member_added', { project_id: id, project_name: project.name, role, actor_id: ctx.actor.id });
+          await repo.insertMember(uow.tx, id, userId, role);
+          uow.audit({ ...record, metadata: { userId, role } });
+          uow.emit({ name: 'membership-changed', room: `user:${userId}`, payload: { project_id: id, user_id: userId, role } });
+          await notify(uow, [userId], 'project_member_added', { project_id: id, project_name: project.name, role, actor_id: actorId });
         } else {
-          await guardLastOwner(tx, id, current);
-          await tx.query('UPDATE project_members SET role = $3 WHERE project_id = $1 AND user_id = $2', [id, userId, role]);
-          audit.record(tx, ctx, { action: 'CHANGE_PROJECT_MEMBER_ROLE', resourceType: 'PROJECT', resourceId: id, metadata: { userId, oldRole: current, newRole: role } });
+          await guardLastOwner(uow.tx, id, current);
+          await repo.updateMemberRole(uow.tx, id, userId, role);
+          uow.audit({ ...record, metadata: { userId, oldRole: current, newRole: role } });
         }
-        await repo.bumpProject(tx, id);
-        const member = (await tx.query<repo.MemberRow>('SELECT user_id, role, added_at FROM project_members WHERE project_id = $1 AND user_id = $2', [id, userId]))[0]!;
-        return { created: current === undefined, member, project: (await repo.findProject(tx, id))! };
+        await repo.bumpProject(uow.tx, id);
+        const [member, updated] = await Promise.all([repo.findMember(uow.tx, id, userId), repo.findProject(uow.tx, id)]);
+        return { created: current === undefined, member: member!, project: updated! };
       });
     },
 
-    async removeMember(ctx: Ctx, id: number, userId: number): Promise<void> {
-      const { access } = await load(ctx, id, 'REMOVE_PROJECT_MEMBER');
-      if (!projectPolicy.removeMember(access, ctx.actor, userId)) {
-        await refuse(deps, ctx, { status: 403 }, { action: 'REMOVE_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id });
-      }
-      await db.transaction(async (tx) => {
-        await lockProject(tx, id);
-        const role = await repo.memberRole(tx, id, userId);
+    async removeMember(ctx: ActorContext, id: number, userId: number): Promise<void> {
+      await run(ctx, REMOVE_MEMBER, async (uow) => {
+        const { access, roles } = await lockForChange(uow, id, [userId]);
+        const record = { action: 'REMOVE_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id } as const;
+        if (!projectPolicy.see(access)) uow.refuse(notFound('Project'), record);
+        if (!projectPolicy.removeMember(access, await uow.actor(), userId)) uow.refuse(forbidden(), record);
+        const role = roles.get(userId);
         if (role === undefined) throw notFound('Member');
-        await guardLastOwner(tx, id, role);
-        await tx.query('DELETE FROM project_members WHERE project_id = $1 AND user_id = $2', [id, userId]);
-        const unassigned = await tx.query<TaskRow>(
-          `UPDATE tasks SET assignee_id = NULL, version = version + 1, updated_at = now()
-            WHERE project_id = $1 AND assignee_id = $2 RETURNING ${TASK_COLUMNS}`,
-          [id, userId],
-        );
-        await repo.bumpProject(tx, id);
-        audit.record(tx, ctx, { action: 'REMOVE_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id, metadata: { userId, role } }, [
-          { name: 'membership-changed', room: `user:${userId}`, payload: { project_id: id, user_id: userId, role: null } },
-          ...unassigned.map((t) => taskEvent('task-updated', t)),
-        ]);
+        await guardLastOwner(uow.tx, id, role);
+        await repo.deleteMember(uow.tx, id, userId);
+        for (const step of memberRemovalSteps) await step(uow, id, userId);
+        await repo.bumpProject(uow.tx, id);
+        uow.audit({ ...record, metadata: { userId, role } });
+        uow.emit({ name: 'membership-changed', room: `user:${userId}`, payload: { project_id: id, user_id: userId, role: null } });
       });
     },
   };

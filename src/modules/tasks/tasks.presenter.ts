@@ -1,4 +1,4 @@
-import { versionEtag } from '../../http/preconditions.js';
+// What a task looks like from the outside (the API and the task-* events).
 import type { TaskRow } from './tasks.repository.js';
 
 export function presentTask(t: TaskRow) {
@@ -14,12 +14,3 @@ export function presentTask(t: TaskRow) {
     updated_at: t.updated_at,
   };
 }
-
-export const taskEtag = (t: TaskRow) => versionEtag('task', t.id, t.version);
-
-/** Real-time events for task changes go to the project's room, carrying the task after the change. */
-export const taskEvent = (name: 'task-created' | 'task-updated', t: TaskRow) => ({
-  name,
-  room: `project:${t.project_id}`,
-  payload: presentTask(t) as unknown as Record<string, unknown>,
-});

@@ -1,6 +1,7 @@
+// SQL for tasks.
 import { where } from '../../db/conditions.js';
 import type { Queryable } from '../../db/database.js';
-import type { ProjectRole } from '../projects/projects.policy.js';
+import { dynamicStatement, query, statements } from '../../db/statements.js';
 import type { TaskStatus } from './task-status.js';
 
 export interface TaskRow {
@@ -16,57 +17,60 @@ export interface TaskRow {
   updated_at: string;
 }
 
-export const TASK_COLUMNS = 'id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at';
-const TASK_COLUMNS_OF_T = TASK_COLUMNS.split(', ').map((c) => `t.${c}`).join(', ');
+const COLUMNS = 'id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at';
+const COLUMNS_OF_T = COLUMNS.split(', ').map((c) => `t.${c}`).join(', ');
 
-export async function findTask(q: Queryable, id: number, opts: { forUpdate?: boolean } = {}): Promise<TaskRow | undefined> {
-  return (await q.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [id]))[0];
-}
+const S = statements('tasks', {
+  // A task and the user's role in its project, in one round trip (reads start here).
+  findWithRole: {
+    text: `SELECT ${COLUMNS_OF_T}, m.role AS member_role
+  FROM tasks t LEFT JOIN project_members m ON m.project_id = t.project_id AND m.user_id = $2
+ WHERE t.id = $1`,
+    prepare: true,
+    lookup: true,
+  },
+  // Taken after the project and memberships (projects.access.ts): the lock order everywhere.
+  lock: { text: `SELECT ${COLUMNS} FROM tasks WHERE id = $1 FOR NO KEY UPDATE`, prepare: true },
+  insert: {
+    text: `INSERT INTO tasks (project_id, title, description, assignee_id, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`,
+    prepare: true,
+  },
+  // Applies the fields given (null: unchanged; $5 says whether the assignee is set) and bumps the version.
+  update: `UPDATE tasks SET
+    title = COALESCE($2, title),
+    description = COALESCE($3, description),
+    status = COALESCE($4, status),
+    assignee_id = CASE WHEN $5 THEN $6::bigint ELSE assignee_id END,
+    version = version + 1, updated_at = now()
+  WHERE id = $1 RETURNING ${COLUMNS}`,
+  delete: 'DELETE FROM tasks WHERE id = $1',
+  // A user's tasks lose their assignee: in one project ($2) when they leave it, or everywhere
+  // (null) when they are deleted. A visible change: the version moves.
+  unassign: `UPDATE tasks SET assignee_id = NULL, version = version + 1, updated_at = now()
+  WHERE assignee_id = $1 AND ($2::bigint IS NULL OR project_id = $2) RETURNING ${COLUMNS}`,
+});
 
-/** A task and the user's role in its project, in one round trip (every task route starts here). */
-export async function findTaskWithRole(q: Queryable, id: number, userId: number): Promise<{ task: TaskRow; role: ProjectRole | undefined } | undefined> {
-  const rows = await q.query<TaskRow & { member_role: ProjectRole | null }>(
-    `SELECT ${TASK_COLUMNS_OF_T}, m.role AS member_role
-       FROM tasks t LEFT JOIN project_members m ON m.project_id = t.project_id AND m.user_id = $2
-      WHERE t.id = $1`,
-    [id, userId],
-    { prepareAs: 'task_with_role', lookup: true },
-  );
-  const row = rows[0];
+export const findTaskWithRole = async (q: Queryable, id: number, userId: number) => {
+  const row = (await query<TaskRow & { member_role: 'OWNER' | 'MEMBER' | null }>(q, S.findWithRole, [id, userId]))[0];
   if (!row) return undefined;
   const { member_role, ...task } = row;
-  return { task, role: member_role ?? undefined };
+  return { task: task as TaskRow, role: member_role ?? undefined };
+};
+
+export const lockTask = async (q: Queryable, id: number) => (await query<TaskRow>(q, S.lock, [id]))[0];
+
+export async function insertTask(q: Queryable, t: { projectId: number; title: string; description: string; assigneeId: number | null; createdBy: number }): Promise<TaskRow> {
+  return (await query<TaskRow>(q, S.insert, [t.projectId, t.title, t.description, t.assigneeId, t.createdBy]))[0]!;
 }
 
-export async function insertTask(
-  q: Queryable,
-  t: { projectId: number; title: string; description: string; assigneeId: number | null; createdBy: number },
-): Promise<TaskRow> {
-  const rows = await q.query<TaskRow>(
-    `INSERT INTO tasks (project_id, title, description, assignee_id, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING ${TASK_COLUMNS}`,
-    [t.projectId, t.title, t.description, t.assigneeId, t.createdBy],
-    { prepareAs: 'task_insert' },
-  );
+export async function updateTask(q: Queryable, id: number, change: { title?: string; description?: string; status?: TaskStatus; assignee_id?: number | null }): Promise<TaskRow> {
+  const rows = await query<TaskRow>(q, S.update, [id, change.title ?? null, change.description ?? null, change.status ?? null, 'assignee_id' in change, change.assignee_id ?? null]);
   return rows[0]!;
 }
 
-export async function updateTask(
-  q: Queryable,
-  id: number,
-  change: { title?: string; description?: string; status?: TaskStatus; assignee_id?: number | null },
-): Promise<TaskRow> {
-  const rows = await q.query<TaskRow>(
-    `UPDATE tasks SET
-       title = COALESCE($2, title),
-       description = COALESCE($3, description),
-       status = COALESCE($4, status),
-       assignee_id = CASE WHEN $5 THEN $6::bigint ELSE assignee_id END,
-       version = version + 1, updated_at = now()
-     WHERE id = $1 RETURNING ${TASK_COLUMNS}`,
-    [id, change.title ?? null, change.description ?? null, change.status ?? null, 'assignee_id' in change, change.assignee_id ?? null],
-  );
-  return rows[0]!;
-}
+export const deleteTask = (q: Queryable, id: number) => query(q, S.delete, [id]);
+
+export const unassignTasks = (q: Queryable, userId: number, projectId: number | null) => query<TaskRow>(q, S.unassign, [userId, projectId]);
 
 export interface TaskFilters {
   /** Restrict to the projects this user belongs to (null: ADMIN, everything). */
@@ -77,7 +81,7 @@ export interface TaskFilters {
   q?: string;
 }
 
-export async function listTasks(q: Queryable, f: TaskFilters, beforeId: number | undefined, limit: number): Promise<TaskRow[]> {
+function listStatement(f: TaskFilters, beforeId: number | undefined, limit: number) {
   const { clause, params, prepareAs } = where('tasks_list', [
     // An array from an InitPlan rather than a semi-join: the same scan, planned in a third of the time.
     [(p) => `project_id = ANY (ARRAY(SELECT project_id FROM project_members WHERE user_id = ${p}))`, f.memberId ?? undefined],
@@ -88,5 +92,16 @@ export async function listTasks(q: Queryable, f: TaskFilters, beforeId: number |
     [(p) => `id < ${p}`, beforeId],
   ]);
   params.push(limit + 1);
-  return q.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks ${clause} ORDER BY id DESC LIMIT $${params.length}`, params, { prepareAs });
+  return { text: `SELECT ${COLUMNS} FROM tasks ${clause} ORDER BY id DESC LIMIT $${params.length}`, params, prepareAs };
+}
+
+// One statement per combination of filters (db/conditions.ts); the SQL file shows the extremes.
+dynamicStatement('tasks', 'list', {
+  'no filter': listStatement({ memberId: null }, undefined, 20).text,
+  'every filter': listStatement({ memberId: 1, project_id: 1, assignee_id: 1, status: 'TODO', q: 'x' }, 1, 20).text,
+});
+
+export function listTasks(q: Queryable, f: TaskFilters, beforeId: number | undefined, limit: number): Promise<TaskRow[]> {
+  const s = listStatement(f, beforeId, limit);
+  return q.query<TaskRow>(s.text, s.params, { prepareAs: s.prepareAs });
 }

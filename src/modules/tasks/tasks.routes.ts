@@ -1,17 +1,20 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { API_PREFIX } from '../../http/conventions.js';
-import { sendPage } from '../../http/pagination.js';
-import { authedContext, ifMatchOf } from '../../http/request-context.js';
+import { pageRequest, sendPage } from '../../http/pagination.js';
+import { expectedVersion, versionEtag } from '../../http/preconditions.js';
+import { authedContext } from '../../http/request-context.js';
 import { FreeText, Id, IdParams, IfMatchHeader, NoContent, NullableInteger, Page, PageQuery, StringEnum, Text, Timestamp, errorResponses } from '../../http/schemas.js';
 import { TASK_STATUSES } from './task-status.js';
-import { presentTask, taskEtag } from './tasks.presenter.js';
+import { presentTask } from './tasks.presenter.js';
+import type { TaskRow } from './tasks.repository.js';
 import type { TasksService } from './tasks.service.js';
 
 const security = [{ bearer: [] }];
 const Status = StringEnum(TASK_STATUSES);
 const Assignee = Type.Union([Id, Type.Null()]);
 const ifMatch = IfMatchHeader('task');
+const taskEtag = (t: TaskRow) => versionEtag('task', t.id, t.version);
 
 const Task = Type.Object({
   id: Type.Integer(),
@@ -40,8 +43,9 @@ export const tasksRoutes: FastifyPluginAsyncTypebox<{ tasks: TasksService }> = a
   app.get('/tasks', {
     schema: { tags: ['tasks'], summary: 'Tasks of your projects (ADMIN: all), newest first', security, querystring: TaskQuery, response: { 200: Page(Task), ...errorResponses(400, 401) } },
     handler: async (request, reply) => {
-      const { rows, page } = await tasks.list(authedContext(request).actor, request.query);
-      return sendPage(request, reply, rows, page, (ts) => ts.map(presentTask));
+      const { limit, cursor, ...filters } = request.query;
+      const page = await tasks.list(authedContext(request).actor, filters, pageRequest({ limit, cursor }));
+      return sendPage(request, reply, page, (ts) => ts.map(presentTask));
     },
   });
 
@@ -61,7 +65,7 @@ export const tasksRoutes: FastifyPluginAsyncTypebox<{ tasks: TasksService }> = a
   app.get('/tasks/:id', {
     schema: { tags: ['tasks'], summary: 'A task (project members and ADMINs)', security, params: IdParams, response: { 200: Task, ...errorResponses(400, 401, 404) } },
     handler: async (request, reply) => {
-      const task = await tasks.get(authedContext(request), request.params.id);
+      const task = await tasks.get(authedContext(request).actor, request.params.id);
       reply.header('etag', taskEtag(task));
       return presentTask(task);
     },
@@ -74,7 +78,7 @@ export const tasksRoutes: FastifyPluginAsyncTypebox<{ tasks: TasksService }> = a
       response: { 200: Task, ...errorResponses(400, 401, 403, 404, 412) },
     },
     handler: async (request, reply) => {
-      const task = await tasks.update(authedContext(request), request.params.id, request.body, ifMatchOf(request));
+      const task = await tasks.update(authedContext(request), request.params.id, request.body, expectedVersion(request, 'task', request.params.id));
       reply.header('etag', taskEtag(task));
       return presentTask(task);
     },
@@ -87,7 +91,7 @@ export const tasksRoutes: FastifyPluginAsyncTypebox<{ tasks: TasksService }> = a
       response: { 200: Task, ...errorResponses(400, 401, 403, 404, 412) },
     },
     handler: async (request, reply) => {
-      const task = await tasks.assign(authedContext(request), request.params.id, request.body.assignee_id, ifMatchOf(request));
+      const task = await tasks.assign(authedContext(request), request.params.id, request.body.assignee_id, expectedVersion(request, 'task', request.params.id));
       reply.header('etag', taskEtag(task));
       return presentTask(task);
     },
@@ -102,7 +106,7 @@ export const tasksRoutes: FastifyPluginAsyncTypebox<{ tasks: TasksService }> = a
       response: { 200: Task, ...errorResponses(400, 401, 403, 404, 409, 412) },
     },
     handler: async (request, reply) => {
-      const task = await tasks.setStatus(authedContext(request), request.params.id, request.body.status, ifMatchOf(request));
+      const task = await tasks.setStatus(authedContext(request), request.params.id, request.body.status, expectedVersion(request, 'task', request.params.id));
       reply.header('etag', taskEtag(task));
       return presentTask(task);
     },

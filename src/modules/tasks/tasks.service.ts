@@ -1,149 +1,168 @@
 // Tasks live in projects: members create, edit, assign and move them through the status
-// machine; the creator, a project OWNER or an ADMIN may delete them.
-import type { Actor, RequestContext } from '../../context.js';
-import type { Queryable } from '../../db/database.js';
+// machine; the creator, a project OWNER or an ADMIN may delete them. Every change decides
+// the caller's right inside its transaction, on locked rows (projects.access.ts).
+import type { Actor, ActorContext } from '../../context.js';
 import type { Deps } from '../../deps.js';
-import { AppError, invalid, notFound } from '../../http/errors.js';
-import { pageRequest } from '../../http/pagination.js';
-import { checkIfMatch, type IfMatch } from '../../http/preconditions.js';
+import { DomainError, forbidden, invalid, notFound } from '../../domain/errors.js';
+import { pageOf, type PageRequest } from '../../domain/page.js';
+import { checkVersion, type ExpectedVersion } from '../../domain/versions.js';
+import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
 import type { AuditAction } from '../audit/audit.writer.js';
 import { notify } from '../notifications/notifications.writer.js';
-import { addEvents } from '../outbox/outbox.js';
-import { accessOf, projectPolicy, type ProjectAccess } from '../projects/projects.policy.js';
-import { memberRole, projectAndRole } from '../projects/projects.repository.js';
-import { refuse } from '../refusal.js';
+import { lockProjectAccess } from '../projects/projects.access.js';
+import { accessOf, projectPolicy, type ProjectRole } from '../projects/projects.policy.js';
 import { TRANSITIONS, canTransition, type TaskStatus } from './task-status.js';
-import { taskEvent } from './tasks.presenter.js';
+import { taskDeletedEvent, taskEvent } from './tasks.events.js';
 import * as repo from './tasks.repository.js';
 import type { TaskRow } from './tasks.repository.js';
 
-type Ctx = RequestContext & { actor: Actor };
+const CREATE = useCase('tasks.create', ['CREATE_TASK']);
+const UPDATE = useCase('tasks.update');
+const ASSIGN = useCase('tasks.assign', ['ASSIGN_TASK']);
+const SET_STATUS = useCase('tasks.setStatus', ['CHANGE_TASK_STATUS']);
+const DELETE = useCase('tasks.delete', ['DELETE_TASK']);
+
+export interface TaskQuery {
+  project_id?: number;
+  assignee_id?: number;
+  status?: TaskStatus;
+  q?: string;
+}
+
+/** Assigning is to a member of the task's project, or to nobody. */
+function assertAssignable(roles: Map<number, ProjectRole>, assigneeId: number | null): void {
+  if (assigneeId !== null && !roles.has(assigneeId)) throw invalid('/assignee_id', 'must be a member of the project');
+}
 
 export function createTasksService(deps: Deps) {
-  const { db, audit } = deps;
+  const { db, run } = deps;
 
   /**
-   * Loads a task whose project the caller may see; 404 otherwise (recorded as DENIED when
-   * the refused action is audited).
+   * The task locked for a change, after the project and the memberships of the caller (and of
+   * `others`) that decide it. 404 for a task the caller may not see (recorded as DENIED when
+   * `action` is given), 403 for one they may see but not work on.
    */
-  async function load(ctx: Ctx, id: number, deniedAction?: AuditAction): Promise<{ task: TaskRow; access: ProjectAccess }> {
-    const found = await repo.findTaskWithRole(db, id, ctx.actor.id);
-    if (!found) throw notFound('Task');
-    const { task, role } = found;
-    const access = accessOf(ctx.actor, role);
-    if (!projectPolicy.see(access)) {
-      await refuse(deps, ctx, { status: 404, what: 'Task' }, deniedAction && { action: deniedAction, resourceType: 'TASK', resourceId: id });
-    }
-    return { task, access };
-  }
-
-  async function assertAssignable(q: Queryable, projectId: number, assigneeId: number | null) {
-    if (assigneeId === null) return;
-    if ((await memberRole(q, projectId, assigneeId)) === undefined) {
-      throw invalid('/assignee_id', 'must be a member of the project');
-    }
+  async function lockForWork(uow: UnitOfWork, id: number, action: AuditAction | undefined, others: Array<number | null> = []) {
+    const [locked, task] = await Promise.all([lockProjectAccess(uow, { taskId: id }, others), repo.lockTask(uow.tx, id)]);
+    if (!task) throw notFound('Task');
+    const record = action && ({ action, resourceType: 'TASK', resourceId: id } as const);
+    if (!projectPolicy.see(locked.access)) uow.refuse(notFound('Task'), record);
+    return { task, ...locked, record };
   }
 
   return {
-    get: async (ctx: Ctx, id: number) => (await load(ctx, id)).task,
-
-    async list(actor: Actor, query: { project_id?: number; assignee_id?: number; status?: TaskStatus; q?: string; limit?: number; cursor?: string }) {
-      const page = pageRequest(query);
-      // An empty or blank search (`?q=`) is no filter, not a search that matches nothing.
-      const q = query.q?.trim() || undefined;
-      const rows = await repo.listTasks(db, { ...query, q, memberId: actor.role === 'ADMIN' ? null : actor.id }, page.beforeId, page.limit);
-      return { rows, page };
+    /** For reads: a task whose project the caller may see; 404 otherwise. */
+    async get(actor: Actor, id: number): Promise<TaskRow> {
+      const found = await repo.findTaskWithRole(db, id, actor.id);
+      if (!found || !projectPolicy.see(accessOf(actor, found.role))) throw notFound('Task');
+      return found.task;
     },
 
-    async create(ctx: Ctx, body: { project_id: number; title: string; description?: string; assignee_id?: number | null }): Promise<TaskRow> {
+    async list(actor: Actor, query: TaskQuery, page: PageRequest) {
+      // An empty or blank search (`?q=`) is no filter, not a search that matches nothing.
+      const q = query.q?.trim() || undefined;
+      const rows = await repo.listTasks(db, { ...query, q, memberId: actor.role === 'ADMIN' ? null : actor.id }, page.after, page.limit);
+      return pageOf(rows, page);
+    },
+
+    async create(ctx: ActorContext, body: { project_id: number; title: string; description?: string; assignee_id?: number | null }): Promise<TaskRow> {
       const projectId = body.project_id;
-      const { exists, role } = await projectAndRole(db, projectId, ctx.actor.id);
-      if (!exists) throw notFound('Project');
-      if (!projectPolicy.workOnTasks(accessOf(ctx.actor, role))) {
-        // A task in a project the caller cannot see: 404, recorded as DENIED CREATE_TASK on that project.
-        await refuse(deps, ctx, { status: 404, what: 'Project' }, { action: 'CREATE_TASK', resourceType: 'PROJECT', resourceId: projectId });
-      }
       const assigneeId = body.assignee_id ?? null;
-      return db.transaction(async (tx) => {
-        // No lock on the project: the task's foreign key holds the project (KEY SHARE) against a
-        // concurrent deletion, and taking FOR UPDATE here would serialize every creation in it.
-        await assertAssignable(tx, projectId, assigneeId);
-        const task = await repo.insertTask(tx, { projectId, title: body.title.trim(), description: body.description ?? '', assigneeId, createdBy: ctx.actor.id });
-        audit.record(tx, ctx, { action: 'CREATE_TASK', resourceType: 'TASK', resourceId: task.id, metadata: { projectId, title: task.title, assigneeId } }, [taskEvent('task-created', task)]);
-        await notify(tx, ctx.actor.id, [assigneeId], 'task_assigned', { task_id: task.id, project_id: projectId, title: task.title, actor_id: ctx.actor.id });
+      return run(ctx, CREATE, async (uow) => {
+        const { projectId: found, access, roles } = await lockProjectAccess(uow, { projectId }, [assigneeId]);
+        if (found === undefined) throw notFound('Project');
+        // A task in a project the caller cannot see: 404, recorded as DENIED CREATE_TASK on that project.
+        if (!projectPolicy.workOnTasks(access)) uow.refuse(notFound('Project'), { action: 'CREATE_TASK', resourceType: 'PROJECT', resourceId: projectId });
+        assertAssignable(roles, assigneeId);
+        const task = await repo.insertTask(uow.tx, { projectId, title: body.title.trim(), description: body.description ?? '', assigneeId, createdBy: ctx.actor.id });
+        uow.audit({ action: 'CREATE_TASK', resourceType: 'TASK', resourceId: task.id, metadata: { projectId, title: task.title, assigneeId } });
+        uow.emit(taskEvent('task-created', task));
+        await notify(uow, [assigneeId], 'task_assigned', { task_id: task.id, project_id: projectId, title: task.title, actor_id: ctx.actor.id });
         return task;
       });
     },
 
-    async update(ctx: Ctx, id: number, body: { title?: string; description?: string }, ifMatch: IfMatch): Promise<TaskRow> {
-      const { access } = await load(ctx, id);
-      if (!projectPolicy.workOnTasks(access)) await refuse(deps, ctx, { status: 403 });
-      return db.transaction(async (tx) => {
-        const task = await repo.findTask(tx, id, { forUpdate: true });
-        if (!task) throw notFound('Task');
-        checkIfMatch(ifMatch, 'task', id, task.version);
+    async update(ctx: ActorContext, id: number, body: { title?: string; description?: string }, expected: ExpectedVersion): Promise<TaskRow> {
+      return run(ctx, UPDATE, async (uow) => {
+        const { task, access } = await lockForWork(uow, id, undefined);
+        if (!projectPolicy.workOnTasks(access)) throw forbidden();
+        checkVersion(expected, task.version);
         const title = body.title?.trim();
         const changed = (title !== undefined && title !== task.title) || (body.description !== undefined && body.description !== task.description);
         if (!changed) return task;
-        const updated = await repo.updateTask(tx, id, { title, description: body.description });
-        addEvents(tx, [taskEvent('task-updated', updated)]);
+        const updated = await repo.updateTask(uow.tx, id, { title, description: body.description });
+        uow.emit(taskEvent('task-updated', updated));
         return updated;
       });
     },
 
-    async assign(ctx: Ctx, id: number, assigneeId: number | null, ifMatch: IfMatch): Promise<TaskRow> {
-      const { access } = await load(ctx, id, 'ASSIGN_TASK');
-      if (!projectPolicy.workOnTasks(access)) await refuse(deps, ctx, { status: 403 }, { action: 'ASSIGN_TASK', resourceType: 'TASK', resourceId: id });
-      return db.transaction(async (tx) => {
-        const task = await repo.findTask(tx, id, { forUpdate: true });
-        if (!task) throw notFound('Task');
-        checkIfMatch(ifMatch, 'task', id, task.version);
-        if (task.assignee_id === assigneeId) return task;
-        await assertAssignable(tx, task.project_id, assigneeId);
-        const updated = await repo.updateTask(tx, id, { assignee_id: assigneeId });
-        audit.record(tx, ctx, { action: 'ASSIGN_TASK', resourceType: 'TASK', resourceId: id, metadata: { oldAssigneeId: task.assignee_id, newAssigneeId: assigneeId } }, [taskEvent('task-updated', updated)]);
-        await notify(tx, ctx.actor.id, [assigneeId], 'task_assigned', { task_id: id, project_id: task.project_id, title: task.title, actor_id: ctx.actor.id });
+    async assign(ctx: ActorContext, id: number, assigneeId: number | null, expected: ExpectedVersion): Promise<TaskRow> {
+      return run(ctx, ASSIGN, async (uow) => {
+        // The assignee's membership is locked too: their removal waits, or is seen here.
+        const { task, access, roles, record } = await lockForWork(uow, id, 'ASSIGN_TASK', [assigneeId]);
+        if (!projectPolicy.workOnTasks(access)) uow.refuse(forbidden(), record);
+        checkVersion(expected, task.version);
+        if (task.assignee_id === assigneeId) {
+          uow.withoutRecord('unchanged');
+          return task;
+        }
+        assertAssignable(roles, assigneeId);
+        const updated = await repo.updateTask(uow.tx, id, { assignee_id: assigneeId });
+        uow.audit({ action: 'ASSIGN_TASK', resourceType: 'TASK', resourceId: id, metadata: { oldAssigneeId: task.assignee_id, newAssigneeId: assigneeId } });
+        uow.emit(taskEvent('task-updated', updated));
+        await notify(uow, [assigneeId], 'task_assigned', { task_id: id, project_id: task.project_id, title: task.title, actor_id: ctx.actor.id });
         return updated;
       });
     },
 
-    async setStatus(ctx: Ctx, id: number, status: TaskStatus, ifMatch: IfMatch): Promise<TaskRow> {
-      const { access } = await load(ctx, id, 'CHANGE_TASK_STATUS');
-      if (!projectPolicy.workOnTasks(access)) await refuse(deps, ctx, { status: 403 }, { action: 'CHANGE_TASK_STATUS', resourceType: 'TASK', resourceId: id });
-      return db.transaction(async (tx) => {
-        const task = await repo.findTask(tx, id, { forUpdate: true });
-        if (!task) throw notFound('Task');
-        checkIfMatch(ifMatch, 'task', id, task.version);
-        if (task.status === status) return task;
+    async setStatus(ctx: ActorContext, id: number, status: TaskStatus, expected: ExpectedVersion): Promise<TaskRow> {
+      return run(ctx, SET_STATUS, async (uow) => {
+        const { task, access, record } = await lockForWork(uow, id, 'CHANGE_TASK_STATUS');
+        if (!projectPolicy.workOnTasks(access)) uow.refuse(forbidden(), record);
+        checkVersion(expected, task.version);
+        if (task.status === status) {
+          uow.withoutRecord('unchanged');
+          return task;
+        }
         if (!canTransition(task.status, status)) {
-          throw new AppError(409, 'INVALID_TRANSITION', `A ${task.status} task cannot become ${status}; allowed: ${TRANSITIONS[task.status].join(', ')}`, {
+          throw new DomainError('conflict', 'INVALID_TRANSITION', `A ${task.status} task cannot become ${status}; allowed: ${TRANSITIONS[task.status].join(', ')}`, {
             members: { current_status: task.status, allowed_transitions: TRANSITIONS[task.status] },
           });
         }
-        const updated = await repo.updateTask(tx, id, { status });
-        audit.record(tx, ctx, { action: 'CHANGE_TASK_STATUS', resourceType: 'TASK', resourceId: id, metadata: { oldStatus: task.status, newStatus: status } }, [taskEvent('task-updated', updated)]);
-        await notify(tx, ctx.actor.id, [task.created_by, task.assignee_id], 'task_status_changed', {
-          task_id: id, project_id: task.project_id, title: task.title, old_status: task.status, new_status: status, actor_id: ctx.actor.id,
-        });
+        const updated = await repo.updateTask(uow.tx, id, { status });
+        uow.audit({ action: 'CHANGE_TASK_STATUS', resourceType: 'TASK', resourceId: id, metadata: { oldStatus: task.status, newStatus: status } });
+        uow.emit(taskEvent('task-updated', updated));
+        await notify(
+          uow,
+          [task.created_by, task.assignee_id],
+          'task_status_changed',
+          { task_id: id, project_id: task.project_id, title: task.title, old_status: task.status, new_status: status, actor_id: ctx.actor.id },
+          { aboutProject: task.project_id },
+        );
         return updated;
       });
     },
 
-    async remove(ctx: Ctx, id: number): Promise<void> {
-      const { task, access } = await load(ctx, id, 'DELETE_TASK');
-      if (!projectPolicy.deleteTask(access, ctx.actor, task)) {
-        await refuse(deps, ctx, { status: 403 }, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: id });
-      }
-      await db.transaction(async (tx) => {
-        const locked = await repo.findTask(tx, id, { forUpdate: true });
-        if (!locked) throw notFound('Task');
-        await tx.query('DELETE FROM tasks WHERE id = $1', [id]);
-        audit.record(tx, ctx, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: id, metadata: { projectId: locked.project_id, title: locked.title } }, [
-          { name: 'task-deleted', room: `project:${locked.project_id}`, payload: { id, project_id: locked.project_id } },
-        ]);
+    async remove(ctx: ActorContext, id: number): Promise<void> {
+      await run(ctx, DELETE, async (uow) => {
+        const { task, access, record } = await lockForWork(uow, id, 'DELETE_TASK');
+        if (!projectPolicy.deleteTask(access, await uow.actor(), task)) uow.refuse(forbidden(), record);
+        await repo.deleteTask(uow.tx, id);
+        uow.audit({ action: 'DELETE_TASK', resourceType: 'TASK', resourceId: id, metadata: { projectId: task.project_id, title: task.title } });
+        uow.emit(taskDeletedEvent(task));
       });
     },
   };
 }
 
 export type TasksService = ReturnType<typeof createTasksService>;
+
+/** What leaving a project or being deleted does to a user's tasks (steps wired in src/services.ts). */
+export const unassignOnMemberRemoval = async (uow: UnitOfWork, projectId: number, userId: number): Promise<void> => {
+  uow.emit(...(await repo.unassignTasks(uow.tx, userId, projectId)).map((t) => taskEvent('task-updated', t)));
+};
+
+export const unassignOnUserDeletion = async (uow: UnitOfWork, user: { id: number }): Promise<void> => {
+  uow.emit(...(await repo.unassignTasks(uow.tx, user.id, null)).map((t) => taskEvent('task-updated', t)));
+};
+

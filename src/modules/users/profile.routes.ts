@@ -1,18 +1,18 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Database } from '../../db/database.js';
 import { pageRequest, sendPage } from '../../http/pagination.js';
-import { authedContext, ifMatchOf } from '../../http/request-context.js';
+import { expectedVersion } from '../../http/preconditions.js';
+import { authedContext } from '../../http/request-context.js';
 import { IfMatchHeader, Page, PageQuery, errorResponses } from '../../http/schemas.js';
-import { querySecurityLog, resolvePersonalData, type AuditRow } from '../audit/audit.queries.js';
 import { AuditRecord } from '../audit/audit.schemas.js';
-import { presentUser, userEtag } from './users.presenter.js';
+import type { AuditService } from '../audit/audit.service.js';
+import { USER_VIEWS, presentUser, userEtag } from './users.presenter.js';
 import { ProfileBody, User } from './users.schemas.js';
 import type { UsersService } from './users.service.js';
 
 const security = [{ bearer: [] }];
 
-export const profileRoutes: FastifyPluginAsyncTypebox<{ users: UsersService; db: Database }> = async (app, { users, db }) => {
+export const profileRoutes: FastifyPluginAsyncTypebox<{ users: UsersService; audit: AuditService }> = async (app, { users, audit }) => {
   app.get('/profile', {
     schema: { tags: ['profile'], summary: 'Your own user', security, response: { 200: User, ...errorResponses(401) } },
     handler: async (request, reply) => {
@@ -31,7 +31,7 @@ export const profileRoutes: FastifyPluginAsyncTypebox<{ users: UsersService; db:
     },
     handler: async (request, reply) => {
       const ctx = authedContext(request);
-      const user = await users.update(ctx, ctx.actor.id, { name: request.body.name }, ifMatchOf(request));
+      const user = await users.update(ctx, ctx.actor.id, { name: request.body.name }, expectedVersion(request, 'user', ctx.actor.id, USER_VIEWS));
       reply.header('etag', userEtag(user, ctx.actor));
       return presentUser(user, ctx.actor);
     },
@@ -47,14 +47,8 @@ export const profileRoutes: FastifyPluginAsyncTypebox<{ users: UsersService; db:
       response: { 200: Page(AuditRecord), ...errorResponses(400, 401) },
     },
     handler: async (request, reply) => {
-      const { actor } = authedContext(request);
-      const page = pageRequest(request.query);
-      const rows = await querySecurityLog(db, actor.id, page.beforeId, page.limit);
-      // Someone else's action on your account (an ADMIN changing your email, a refused
-      // attempt) is shown, but their address and user agent are theirs, not yours.
-      const withoutOthersAddresses = (records: AuditRow[]) =>
-        records.map((r) => (r.actor_id === actor.id || r.actor_id === null ? r : { ...r, ip: null, user_agent: null }));
-      return sendPage(request, reply, rows, page, (records) => resolvePersonalData(db, withoutOthersAddresses(records)));
+      const page = await audit.securityLog(authedContext(request).actor, pageRequest(request.query));
+      return sendPage(request, reply, page, (records) => records);
     },
   });
 };

@@ -33,7 +33,7 @@ export function presentUser(user: UserRow, viewer: Viewer | undefined): UserView
 }
 
 /** The two representations (with and without email) carry different strong ETags. */
-export const USER_VIEWS = ['full', 'public'];
+export const USER_VIEWS: readonly string[] = ['full', 'public'];
 export function userEtag(user: UserRow, viewer: Viewer | undefined): string {
   return versionEtag('user', user.id, user.version, seesEmail(viewer, user) ? 'full' : 'public');
 }

@@ -1,22 +1,25 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { API_PREFIX } from '../../http/conventions.js';
-import { sendPage } from '../../http/pagination.js';
-import { authedContext, ifMatchOf } from '../../http/request-context.js';
+import { pageRequest, sendPage } from '../../http/pagination.js';
+import { expectedVersion } from '../../http/preconditions.js';
+import { authedContext } from '../../http/request-context.js';
 import { IdParams, IfMatchHeader, NoContent, Page, errorResponses } from '../../http/schemas.js';
-import { presentUser, userEtag } from './users.presenter.js';
+import { USER_VIEWS, presentUser, userEtag } from './users.presenter.js';
 import { ActiveBody, CreateUserBody, RoleBody, UpdateUserBody, User, UserListQuery } from './users.schemas.js';
 import type { UsersService } from './users.service.js';
 
 const security = [{ bearer: [] }];
 const ifMatchHeader = IfMatchHeader('user');
+const expectedUserVersion = (request: Parameters<typeof expectedVersion>[0], id: number) => expectedVersion(request, 'user', id, USER_VIEWS);
 
 export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = async (app, { users }) => {
   app.get('/users', {
     schema: { tags: ['users'], summary: 'List users (newest first)', security, querystring: UserListQuery, response: { 200: Page(User), ...errorResponses(400, 401) } },
     handler: async (request, reply) => {
       const { actor } = authedContext(request);
-      const { rows, page } = await users.list(actor, request.query);
-      return sendPage(request, reply, rows, page, (us) => us.map((u) => presentUser(u, actor)));
+      const { limit, cursor, ...filters } = request.query;
+      const page = await users.list(actor, filters, pageRequest({ limit, cursor }));
+      return sendPage(request, reply, page, (us) => us.map((u) => presentUser(u, actor)));
     },
   });
 
@@ -50,7 +53,7 @@ export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = a
     },
     handler: async (request, reply) => {
       const ctx = authedContext(request);
-      const user = await users.update(ctx, request.params.id, request.body, ifMatchOf(request));
+      const user = await users.update(ctx, request.params.id, request.body, expectedUserVersion(request, request.params.id));
       reply.header('etag', userEtag(user, ctx.actor));
       return presentUser(user, ctx.actor);
     },
@@ -63,7 +66,7 @@ export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = a
     },
     handler: async (request, reply) => {
       const ctx = authedContext(request);
-      const user = await users.setRole(ctx, request.params.id, request.body.role, ifMatchOf(request));
+      const user = await users.setRole(ctx, request.params.id, request.body.role, expectedUserVersion(request, request.params.id));
       reply.header('etag', userEtag(user, ctx.actor));
       return presentUser(user, ctx.actor);
     },
@@ -78,7 +81,7 @@ export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = a
     },
     handler: async (request, reply) => {
       const ctx = authedContext(request);
-      const user = await users.setActive(ctx, request.params.id, request.body.active, ifMatchOf(request));
+      const user = await users.setActive(ctx, request.params.id, request.body.active, expectedUserVersion(request, request.params.id));
       reply.header('etag', userEtag(user, ctx.actor));
       return presentUser(user, ctx.actor);
     },

@@ -1,56 +1,63 @@
-// User administration and self-service. Each audited use case is one transaction:
-// load and lock → authorize → check preconditions → change → audit record.
-import type { Actor, RequestContext, UserRole } from '../../context.js';
+// User administration and self-service. Each audited change is one use case run by the
+// runner: the caller's rights are read, locked, inside the transaction that makes the change.
+import type { ActorContext, RequestContext, UserRole } from '../../context.js';
 import type { Tx } from '../../db/database.js';
 import type { Deps } from '../../deps.js';
-import { AppError, conflict, forbidden, invalid, notFound, rateLimited } from '../../http/errors.js';
-import { pageRequest } from '../../http/pagination.js';
-import { checkIfMatch, type IfMatch } from '../../http/preconditions.js';
+import { conflict, forbidden, invalid, notFound, rateLimited, wrongCurrentPassword } from '../../domain/errors.js';
+import { pageOf, type PageRequest } from '../../domain/page.js';
+import { checkVersion, type ExpectedVersion } from '../../domain/versions.js';
+import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
 import type { AuditAction } from '../audit/audit.writer.js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
-import { releaseAttempt, reserveAttempt } from '../auth/throttle.js';
-import { userDeletionSteps } from './user-deletion.js';
+import { settleAttempt, throttledFor } from '../auth/throttle.js';
+import { revokeSessionsOf } from '../sessions/sessions.repository.js';
+import type { UserDeletionStep } from './user-deletion.js';
 import { usersPolicy } from './users.policy.js';
-import { USER_VIEWS } from './users.presenter.js';
 import * as repo from './users.repository.js';
 import type { UserRow } from './users.repository.js';
 
-type Ctx = RequestContext & { actor: Actor };
+const CREATE = useCase('users.create', ['CREATE_USER']);
+const CREATE_ADMIN = useCase('users.createAdmin', ['CREATE_USER']);
+const UPDATE = useCase('users.update', ['UPDATE_USER_EMAIL']);
+const SET_ROLE = useCase('users.setRole', ['CHANGE_USER_ROLE']);
+const SET_ACTIVE = useCase('users.setActive', ['ACTIVATE_USER', 'DEACTIVATE_USER']);
+const DELETE = useCase('users.delete', ['DELETE_USER']);
 
-// Serializes every change that could leave no active ADMIN (demote, deactivate, delete).
-const ADMIN_GUARD_LOCK = 7_245_002;
+export interface UsersServiceOptions {
+  /** What other modules do when a user is deleted (refusals first, then clean-ups). */
+  deletionSteps: UserDeletionStep[];
+}
 
-export function createUsersService(deps: Deps) {
-  const { db, audit } = deps;
+/** A use case that changes a user's rights locks that user's row with the caller's, first (runner.ts). */
+const changing = (id: number) => ({ callerLock: { changingUsers: [id] } });
 
-  /** Loads the target for a change; 404 when it does not exist. */
-  async function loadForUpdate(tx: Tx, id: number): Promise<UserRow> {
-    const user = await repo.findUserById(tx, id, { forUpdate: true });
+export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOptions) {
+  const { db, run } = deps;
+
+  /** 404 when the user does not exist, else 403 with a DENIED record of `action` on them. */
+  async function refuseOnUser(uow: UnitOfWork, id: number, action: AuditAction): Promise<never> {
+    if (!(await repo.findUserById(uow.tx, id))) throw notFound('User');
+    return uow.refuse(forbidden(), { action, resourceType: 'USER', resourceId: id });
+  }
+
+  /** The user, locked for a change of their rights; 404 when they do not exist. */
+  async function lockForRights(tx: Tx, id: number): Promise<UserRow> {
+    const user = await repo.lockUserForRights(tx, id);
     if (!user) throw notFound('User');
     return user;
   }
 
-  /** Refuses with 403 and one DENIED record (in its own transaction) when the policy says no. */
-  async function authorize(ctx: Ctx, allowed: boolean, action: AuditAction, target: UserRow | undefined): Promise<void> {
-    if (allowed) return;
-    if (target) await audit.deny(db, ctx, { action, resourceType: 'USER', resourceId: target.id });
-    throw forbidden();
-  }
-
   /** 409 LAST_ADMIN when `user` is the last active ADMIN and is about to stop being one. */
   async function guardLastAdmin(tx: Tx, user: UserRow, what: string): Promise<void> {
-    await tx.query('SELECT pg_advisory_xact_lock($1)', [ADMIN_GUARD_LOCK]);
+    await repo.lockAdminGuard(tx);
     if (user.role !== 'ADMIN' || !user.active) return;
-    if ((await repo.countActiveAdmins(tx)) <= 1) {
-      throw conflict('LAST_ADMIN', `The last active ADMIN cannot be ${what}`);
-    }
+    if ((await repo.countActiveAdmins(tx)) <= 1) throw conflict('LAST_ADMIN', `The last active ADMIN cannot be ${what}`);
   }
 
   return {
-    async list(actor: Actor, query: { role?: UserRole; active?: boolean; q?: string; limit?: number; cursor?: string }) {
-      const page = pageRequest(query);
-      const rows = await repo.listUsers(db, { role: query.role, active: query.active, q: query.q, searchEmails: actor.role === 'ADMIN' }, page.beforeId, page.limit);
-      return { rows, page };
+    async list(viewer: { role: UserRole }, filters: { role?: UserRole; active?: boolean; q?: string }, page: PageRequest) {
+      const rows = await repo.listUsers(db, { ...filters, searchEmails: viewer.role === 'ADMIN' }, page.after, page.limit);
+      return pageOf(rows, page);
     },
 
     async get(id: number): Promise<UserRow> {
@@ -59,105 +66,180 @@ export function createUsersService(deps: Deps) {
       return user;
     },
 
-    async create(ctx: Ctx, body: { email: string; name: string; password: string; role?: UserRole }): Promise<UserRow> {
-      if (!usersPolicy.create(ctx.actor)) throw forbidden('Only an ADMIN may create users');
+    async create(ctx: ActorContext, body: { email: string; name: string; password: string; role?: UserRole }): Promise<UserRow> {
+      const refusal = { action: 'CREATE_USER', resourceType: 'USER', resourceId: null } as const;
+      // Refused before the password is hashed, so a USER cannot make the server hash for them;
+      // and again inside the transaction, against the caller's role as it is then.
+      if (!usersPolicy.create(ctx.actor)) return run(ctx, CREATE, async (uow) => uow.refuse(forbidden('Only an ADMIN may create users'), refusal));
       const passwordHash = await hashPassword(body.password);
       const email = body.email.toLowerCase();
-      return db.transaction(async (tx) => {
-        const user = await repo.insertUser(tx, { email, name: body.name.trim(), passwordHash, role: body.role ?? 'USER' });
+      return run(ctx, CREATE, async (uow) => {
+        if (!usersPolicy.create(await uow.actor())) uow.refuse(forbidden('Only an ADMIN may create users'), refusal);
+        const user = await repo.insertUser(uow.tx, { email, name: body.name.trim(), passwordHash, role: body.role ?? 'USER' });
         if (!user) throw conflict('EMAIL_TAKEN', 'A user with this email already exists');
-        audit.record(tx, ctx, { action: 'CREATE_USER', resourceType: 'USER', resourceId: user.id, metadata: { email, role: user.role } });
+        uow.audit({ action: 'CREATE_USER', resourceType: 'USER', resourceId: user.id, metadata: { email, role: user.role } });
         return user;
       });
     },
 
-    async update(ctx: Ctx, id: number, body: { name?: string; email?: string; current_password?: string }, ifMatch: IfMatch): Promise<UserRow> {
-      const self = ctx.actor.id === id;
-      const newEmail = body.email?.toLowerCase();
-      const existing = await repo.findUserById(db, id);
-      if (!existing) throw notFound('User');
-      const emailChanges = newEmail !== undefined && newEmail !== existing.email;
-      await authorize(ctx, usersPolicy.update(ctx.actor, id), 'UPDATE_USER_EMAIL', emailChanges ? existing : undefined);
-
-      // Changing one's own email proves the password first (and a wrong one counts toward
-      // the throttle). A verified password is not a failure, whatever happens next (a taken
-      // email, a stale If-Match), so its reservation is released in a transaction of its own
-      // rather than in the change's, which may roll back.
-      if (emailChanges && self) {
-        if (body.current_password === undefined) throw invalid('/current_password', 'is required to change your own email');
-        const reservation = await db.transaction((tx) => reserveAttempt(tx, existing.email, ctx.ip ?? ''));
-        if (reservation.throttled) throw rateLimited(reservation.retryAfter);
-        if (!(await verifyPassword(body.current_password, existing.password_hash))) {
-          await audit.deny(db, ctx, { action: 'UPDATE_USER_EMAIL', resourceType: 'USER', resourceId: id, metadata: { reason: 'bad_current_password' } });
-          throw new AppError(403, 'INVALID_CREDENTIALS', 'current_password is wrong');
+    /**
+     * An ADMIN made outside the API (first start, `teamlog create-admin`): CREATE_USER with no
+     * actor. Undefined when the email is taken, or (`onlyIfNoAdmin`) when an ADMIN exists.
+     * `beforeCommit` runs last inside the transaction: if it throws, nothing is created.
+     */
+    async createAdmin(
+      ctx: RequestContext,
+      admin: { email: string; name: string; passwordHash: string; via: 'first-start' | 'cli' },
+      opts: { onlyIfNoAdmin?: boolean; beforeCommit?: () => void } = {},
+    ): Promise<UserRow | undefined> {
+      return run(ctx, CREATE_ADMIN, async (uow) => {
+        if (opts.onlyIfNoAdmin) {
+          // Instances starting together queue here; the second one then sees the first one's ADMIN.
+          await repo.lockBootstrap(uow.tx);
+          if (await repo.anyAdmin(uow.tx)) {
+            uow.withoutRecord('unchanged');
+            return undefined;
+          }
         }
-        await db.transaction((tx) => releaseAttempt(tx, reservation.id));
+        const user = await repo.insertUser(uow.tx, { email: admin.email, name: admin.name, passwordHash: admin.passwordHash, role: 'ADMIN' });
+        if (!user) {
+          uow.withoutRecord('unchanged');
+          return undefined;
+        }
+        uow.audit({
+          action: 'CREATE_USER', resourceType: 'USER', resourceId: user.id, actorId: null,
+          metadata: { email: user.email, role: 'ADMIN', via: admin.via },
+        });
+        opts.beforeCommit?.();
+        return user;
+      });
+    },
+
+    /** PUT /users/:id and PUT /profile: name, and email (UPDATE_USER_EMAIL when it changes). */
+    async update(ctx: ActorContext, id: number, body: { name?: string; email?: string; current_password?: string }, expected: ExpectedVersion): Promise<UserRow> {
+      const newEmail = body.email?.toLowerCase();
+      // Refused on who the caller is and on whether they ask for an email change, never on the
+      // stored email: otherwise the answer (and its record) would tell a guess from a miss.
+      const refusal = body.email !== undefined ? ({ action: 'UPDATE_USER_EMAIL', resourceType: 'USER', resourceId: id } as const) : undefined;
+      if (!usersPolicy.update(ctx.actor, id)) {
+        return run(ctx, UPDATE, async (uow) => {
+          if (!(await repo.findUserById(uow.tx, id))) throw notFound('User');
+          return uow.refuse(forbidden(), refusal);
+        });
       }
 
-      return db.transaction(async (tx) => {
-        const user = await loadForUpdate(tx, id);
-        checkIfMatch(ifMatch, 'user', user.id, user.version, USER_VIEWS);
-        const change: { name?: string; email?: string } = {};
+      // Changing one's own email proves the password first (a wrong one counts toward the
+      // login throttle). The hash is checked outside the transaction; the attempt is settled
+      // inside it, where the change happens.
+      let proof: { email: string; hash: string; ok: boolean } | undefined;
+      const ip = ctx.ip ?? '';
+      if (ctx.actor.id === id && newEmail !== undefined) {
+        const me = await repo.findUserById(db, id);
+        if (me && newEmail !== me.email) {
+          if (body.current_password === undefined) throw invalid('/current_password', 'is required to change your own email');
+          const wait = await throttledFor(db, me.email, ip);
+          if (wait !== undefined) {
+            return run<never>(ctx, UPDATE, async (uow) => {
+              uow.audit({ action: 'UPDATE_USER_EMAIL', resourceType: 'USER', resourceId: id, result: 'DENIED', metadata: { reason: 'throttled' } });
+              return uow.failAfterCommit(rateLimited(wait));
+            });
+          }
+          proof = { email: me.email, hash: me.password_hash, ok: await verifyPassword(body.current_password, me.password_hash) };
+        }
+      }
+
+      return run(ctx, UPDATE, async (uow) => {
+        if (!usersPolicy.update(await uow.actor(), id)) uow.refuse(forbidden(), refusal);
+        const user = await repo.lockUserForEdit(uow.tx, id);
+        if (!user) throw notFound('User');
+        if (proof) {
+          // A password changed meanwhile makes the proof void: the typed one is no longer the password.
+          const failed = !proof.ok || user.password_hash !== proof.hash;
+          const wait = await settleAttempt(uow.tx, proof.email, ip, failed);
+          if (wait !== undefined || failed) {
+            const reason = wait !== undefined ? 'throttled' : 'bad_current_password';
+            uow.audit({ action: 'UPDATE_USER_EMAIL', resourceType: 'USER', resourceId: id, result: 'DENIED', metadata: { reason } });
+            return uow.failAfterCommit(wait !== undefined ? rateLimited(wait) : wrongCurrentPassword());
+          }
+        }
+        checkVersion(expected, user.version);
+        const change: repo.UserChange = {};
         if (body.name !== undefined && body.name.trim() !== user.name) change.name = body.name.trim();
         if (newEmail !== undefined && newEmail !== user.email) {
-          if (await repo.emailTaken(tx, newEmail, id)) throw conflict('EMAIL_TAKEN', 'A user with this email already exists');
+          if (await repo.emailTaken(uow.tx, newEmail, id)) throw conflict('EMAIL_TAKEN', 'A user with this email already exists');
           change.email = newEmail;
         }
+        if (change.email === undefined) uow.withoutRecord(change.name === undefined ? 'unchanged' : 'not audited');
         if (Object.keys(change).length === 0) return user;
-        const updated = await repo.updateUser(tx, id, change);
+        const updated = await repo.updateUser(uow.tx, id, change);
         if (change.email !== undefined) {
-          audit.record(tx, ctx, { action: 'UPDATE_USER_EMAIL', resourceType: 'USER', resourceId: id, metadata: { oldEmail: user.email, newEmail: change.email } });
+          uow.audit({ action: 'UPDATE_USER_EMAIL', resourceType: 'USER', resourceId: id, metadata: { oldEmail: user.email, newEmail: change.email } });
         }
         return updated;
       });
     },
 
-    async setRole(ctx: Ctx, id: number, role: UserRole, ifMatch: IfMatch): Promise<UserRow> {
-      const existing = await repo.findUserById(db, id);
-      if (!existing) throw notFound('User');
-      await authorize(ctx, usersPolicy.changeRole(ctx.actor), 'CHANGE_USER_ROLE', existing);
-      return db.transaction(async (tx) => {
-        const user = await loadForUpdate(tx, id);
-        checkIfMatch(ifMatch, 'user', user.id, user.version, USER_VIEWS);
-        if (user.role === role) return user;
-        if (role !== 'ADMIN') await guardLastAdmin(tx, user, 'demoted');
-        const updated = await repo.updateUser(tx, id, { role });
-        audit.record(tx, ctx, { action: 'CHANGE_USER_ROLE', resourceType: 'USER', resourceId: id, metadata: { oldRole: user.role, newRole: role } });
-        return updated;
-      });
+    async setRole(ctx: ActorContext, id: number, role: UserRole, expected: ExpectedVersion): Promise<UserRow> {
+      return run(
+        ctx,
+        SET_ROLE,
+        async (uow) => {
+          if (!usersPolicy.changeRole(await uow.actor())) return refuseOnUser(uow, id, 'CHANGE_USER_ROLE');
+          const user = await lockForRights(uow.tx, id);
+          checkVersion(expected, user.version);
+          if (user.role === role) {
+            uow.withoutRecord('unchanged');
+            return user;
+          }
+          if (role !== 'ADMIN') await guardLastAdmin(uow.tx, user, 'demoted');
+          const updated = await repo.updateUser(uow.tx, id, { role });
+          uow.audit({ action: 'CHANGE_USER_ROLE', resourceType: 'USER', resourceId: id, metadata: { oldRole: user.role, newRole: role } });
+          return updated;
+        },
+        changing(id),
+      );
     },
 
-    async setActive(ctx: Ctx, id: number, active: boolean, ifMatch: IfMatch): Promise<UserRow> {
+    async setActive(ctx: ActorContext, id: number, active: boolean, expected: ExpectedVersion): Promise<UserRow> {
       const action = active ? 'ACTIVATE_USER' : 'DEACTIVATE_USER';
-      const existing = await repo.findUserById(db, id);
-      if (!existing) throw notFound('User');
-      await authorize(ctx, usersPolicy.changeActive(ctx.actor), action, existing);
-      return db.transaction(async (tx) => {
-        const user = await loadForUpdate(tx, id);
-        checkIfMatch(ifMatch, 'user', user.id, user.version, USER_VIEWS);
-        if (user.active === active) return user;
-        if (!active) {
-          await guardLastAdmin(tx, user, 'deactivated');
-          // Reactivation must not bring old tokens back to life.
-          await tx.query(`UPDATE sessions SET revoked_at = now(), revoked_reason = 'deactivated' WHERE user_id = $1 AND revoked_at IS NULL`, [id]);
-        }
-        const updated = await repo.updateUser(tx, id, { active });
-        audit.record(tx, ctx, { action, resourceType: 'USER', resourceId: id });
-        return updated;
-      });
+      return run(
+        ctx,
+        SET_ACTIVE,
+        async (uow) => {
+          if (!usersPolicy.changeActive(await uow.actor())) return refuseOnUser(uow, id, action);
+          const user = await lockForRights(uow.tx, id);
+          checkVersion(expected, user.version);
+          if (user.active === active) {
+            uow.withoutRecord('unchanged');
+            return user;
+          }
+          if (!active) {
+            await guardLastAdmin(uow.tx, user, 'deactivated');
+            // Reactivation must not bring old tokens back to life.
+            await revokeSessionsOf(uow.tx, id, 'deactivated');
+          }
+          const updated = await repo.updateUser(uow.tx, id, { active });
+          uow.audit({ action, resourceType: 'USER', resourceId: id });
+          return updated;
+        },
+        changing(id),
+      );
     },
 
-    async remove(ctx: Ctx, id: number): Promise<void> {
-      const existing = await repo.findUserById(db, id);
-      if (!existing) throw notFound('User');
-      await authorize(ctx, usersPolicy.delete(ctx.actor), 'DELETE_USER', existing);
-      await db.transaction(async (tx) => {
-        const user = await loadForUpdate(tx, id);
-        await guardLastAdmin(tx, user, 'deleted');
-        for (const step of userDeletionSteps) await step(tx, user);
-        await tx.query('DELETE FROM users WHERE id = $1', [id]);
-        audit.record(tx, ctx, { action: 'DELETE_USER', resourceType: 'USER', resourceId: id, metadata: { email: user.email, role: user.role } });
-      });
+    async remove(ctx: ActorContext, id: number): Promise<void> {
+      await run(
+        ctx,
+        DELETE,
+        async (uow) => {
+          if (!usersPolicy.delete(await uow.actor())) return refuseOnUser(uow, id, 'DELETE_USER');
+          const user = await lockForRights(uow.tx, id);
+          await guardLastAdmin(uow.tx, user, 'deleted');
+          for (const step of deletionSteps) await step(uow, user);
+          await repo.deleteUser(uow.tx, id);
+          uow.audit({ action: 'DELETE_USER', resourceType: 'USER', resourceId: id, metadata: { email: user.email, role: user.role } });
+        },
+        changing(id),
+      );
     },
   };
 }

@@ -1,0 +1,66 @@
+// Every statement the service sends is declared once, by name, in its repository. That gives
+// three things: a statement's text exists in one place only; hot statements are prepared under
+// their name (postgres.ts); and `npm run sql` writes every statement to sql/<repository>.sql,
+// so that a review reads the real SQL (test/sql-files.test.ts fails when a file is stale).
+import type { Queryable, QueryOptions, Tx } from './database.js';
+
+export interface Statement {
+  /** `<repository>.<name>`: unique, and the prepared statement's name when prepared. */
+  readonly name: string;
+  readonly text: string;
+  readonly options: QueryOptions | undefined;
+}
+
+export interface StatementSpec {
+  text: string;
+  /**
+   * Prepare once per connection (one generic plan): only for hot statements whose best plan
+   * does not depend on the values (key lookups, inserts). See QueryOptions.prepareAs.
+   */
+  prepare?: boolean;
+  /** A short key lookup outside transactions, on the pipelined lookup lanes (QueryOptions.lookup). */
+  lookup?: boolean;
+}
+
+const registry = new Map<string, string>();
+
+function register(name: string, text: string): void {
+  const known = registry.get(name);
+  if (known !== undefined && known !== text) throw new Error(`statement ${name} is declared twice with different texts`);
+  registry.set(name, text);
+}
+
+/** Declares a repository's statements; returns them by name. */
+export function statements<K extends string>(repository: string, specs: Record<K, string | StatementSpec>): Record<K, Statement> {
+  const out = {} as Record<K, Statement>;
+  for (const key of Object.keys(specs) as K[]) {
+    const spec = specs[key];
+    const { text, prepare, lookup } = typeof spec === 'string' ? { text: spec, prepare: false, lookup: false } : spec;
+    const name = `${repository}.${key}`;
+    register(name, text);
+    out[key] = { name, text, options: prepare ? { prepareAs: name, lookup } : undefined };
+  }
+  return out;
+}
+
+/**
+ * A statement whose text is assembled per call from fixed fragments (a list with optional
+ * filters: db/conditions.ts). `examples` are the texts the SQL file shows for it.
+ */
+export function dynamicStatement(repository: string, name: string, examples: Record<string, string>): void {
+  for (const [variant, text] of Object.entries(examples)) register(`${repository}.${name} (${variant})`, text);
+}
+
+export function query<R>(q: Queryable, s: Statement, params: readonly unknown[] = []): Promise<R[]> {
+  return q.query<R>(s.text, params, s.options);
+}
+
+/** Sends a statement whose answer the use case does not need (Tx.send: pipelined, settled before COMMIT). */
+export function send(tx: Tx, s: Statement, params: readonly unknown[] = []): void {
+  tx.send(s.text, params, s.options);
+}
+
+/** Every declared statement, by name (for the SQL files). */
+export function declaredStatements(): ReadonlyMap<string, string> {
+  return registry;
+}
