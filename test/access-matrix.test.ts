@@ -5,32 +5,30 @@
 // or 404; a refused non-audited action, a 400 and a 409 write none; and no refusal changes
 // anything.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { auditRows, createUser, loginAdmin, type Response, type Session } from './helpers/client.js';
+import { describe, test } from 'node:test';
+import { auditRows, type Response, type Session } from './helpers/client.js';
 import {
   addMember, createProject, createTask, postMessage, recordsOf,
   type PageBody, type ProjectBody, type TaskBody,
-} from './helpers/projects-fixtures.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+} from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
 
-let server: TestServer;
+const h = useTestServer();
 const who = {} as Record<Who, Session>;
 /** A user who belongs to no project of the world: the target of member additions. */
 let spare: Session;
 
 type Who = 'owner' | 'member' | 'outsider' | 'admin';
 
-before(async () => {
-  server = await startTestServer();
-  who.admin = await loginAdmin(server);
-  who.owner = await createUser(server, who.admin);
-  who.member = await createUser(server, who.admin);
-  who.outsider = await createUser(server, who.admin);
-  spare = await createUser(server, who.admin);
+h.before(async () => {
+  who.admin = h.admin;
+  who.owner = await h.newUser();
+  who.member = await h.newUser();
+  who.outsider = await h.newUser();
+  spare = await h.newUser();
   // The outsider belongs to a project of their own: a user "from another project".
   await createProject(who.outsider);
 });
-after(() => server?.close());
 
 /** A fresh project for each row, so that rows never depend on each other. */
 interface World {
@@ -63,7 +61,7 @@ async function makeWorld(): Promise<World> {
 
 /** Everything a refusal must leave as it was. */
 async function snapshot(w: World) {
-  const q = (sql: string, params: unknown[]) => server.owner.query(sql, params);
+  const q = (sql: string, params: unknown[]) => h.server.owner.query(sql, params);
   return {
     project: await q('SELECT * FROM projects WHERE id = $1', [w.project.id]),
     members: await q('SELECT * FROM project_members WHERE project_id = $1 ORDER BY user_id', [w.project.id]),
@@ -252,7 +250,7 @@ const rows: Row[] = [
   { route: 'PUT /notifications/:id/read', as: 'member', method: 'PUT', path: (w) => `/api/v1/notifications/${w.note.id}/read`, status: 200 },
   { route: 'PUT /notifications/read', as: 'outsider', method: 'PUT', path: () => '/api/v1/notifications/read', status: 204, note: "leaving the member's unread",
     expect: async (w) => {
-      const rows = await server.owner.query<{ read_at: string | null }>('SELECT read_at FROM notifications WHERE id = $1', [w.note.id]);
+      const rows = await h.server.owner.query<{ read_at: string | null }>('SELECT read_at FROM notifications WHERE id = $1', [w.note.id]);
       assert.equal(rows[0]!.read_at, null);
     } },
 
@@ -309,7 +307,7 @@ describe('the access matrix of the team domain', () => {
       }
       await r.expect?.(w, res);
 
-      const records = await recordsOf(server, res);
+      const records = await recordsOf(h.server, res);
       if (r.denied) {
         assert.equal(records.length, 1, `one DENIED record expected, got ${JSON.stringify(records)}`);
         const [d] = records;
@@ -341,7 +339,7 @@ describe('the access matrix of the team domain', () => {
     for (const route of teamRoutes) assert.ok(routes.has(route), `no row for ${route}`);
     for (const route of teamRoutes) {
       const [method, path] = route.split(' ') as [string, string];
-      assert.ok(server.app.hasRoute({ method: method as 'GET', url: `/api/v1${path}` }), `${route} is not a route of the app`);
+      assert.ok(h.server.app.hasRoute({ method: method as 'GET', url: `/api/v1${path}` }), `${route} is not a route of the app`);
     }
   });
 
@@ -350,7 +348,7 @@ describe('the access matrix of the team domain', () => {
     const a = await who.outsider.client.delete(`/api/v1/projects/${P(w)}`, { token: who.outsider.token });
     const b = await who.member.client.delete(`/api/v1/projects/${P(w)}`, { token: who.member.token });
     assert.deepEqual([a.status, b.status], [404, 403]);
-    const denied = await auditRows(server, `resource_type = 'PROJECT' AND resource_id = $1 AND result = 'DENIED'`, [P(w)]);
+    const denied = await auditRows(h.server, `resource_type = 'PROJECT' AND resource_id = $1 AND result = 'DENIED'`, [P(w)]);
     assert.deepEqual(denied.map((d) => [d.action, d.actor_id]), [['DELETE_PROJECT', who.outsider.id], ['DELETE_PROJECT', who.member.id]]);
   });
 });

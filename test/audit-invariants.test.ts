@@ -4,35 +4,32 @@
 // apart so that it can be erased without touching a record.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { Database } from '../src/db/database.js';
-import { Client, auditCount, auditRows, createUser, login, loginAdmin, type Response, type Session } from './helpers/client.js';
-import { needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
+import { Client, auditCount, auditRows, login, type Response } from './helpers/client.js';
+import { useTestServer } from './helpers/harness.js';
+import { needsPostgres } from './helpers/server.js';
 
-let server: TestServer;
-let admin: Session;
+const h = useTestServer();
 
 const FAIL_FN = 'test_forced_failure';
 
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
+h.before(async () => {
   // A trigger function the tests attach (and detach) to force a failure at a chosen step.
-  await server.owner.exec(
+  await h.server.owner.exec(
     `CREATE FUNCTION ${FAIL_FN}() RETURNS trigger LANGUAGE plpgsql AS $$
      BEGIN RAISE EXCEPTION 'forced failure for a test'; END $$`,
   );
 });
-after(() => server?.close());
 
 /** Every audit row, exactly as stored (all columns, as text), oldest first. */
 async function snapshot(): Promise<string[]> {
-  const rows = await server.owner.query<{ r: string }>('SELECT a::text AS r FROM audit_log a ORDER BY id');
+  const rows = await h.server.owner.query<{ r: string }>('SELECT a::text AS r FROM audit_log a ORDER BY id');
   return rows.map((row) => row.r);
 }
 
 async function maxAuditId(): Promise<number> {
-  const rows = await server.owner.query<{ m: number | null }>('SELECT max(id) AS m FROM audit_log');
+  const rows = await h.server.owner.query<{ m: number | null }>('SELECT max(id) AS m FROM audit_log');
   return rows[0]!.m ?? 0;
 }
 
@@ -40,11 +37,11 @@ async function maxAuditId(): Promise<number> {
 let sabotageSeq = 0;
 async function withSabotage(table: string, timing: string, when: string, fn: () => Promise<void>): Promise<void> {
   const name = `test_sabotage_${++sabotageSeq}`;
-  await server.owner.exec(`CREATE TRIGGER ${name} ${timing} ON ${table} FOR EACH ROW WHEN (${when}) EXECUTE FUNCTION ${FAIL_FN}()`);
+  await h.server.owner.exec(`CREATE TRIGGER ${name} ${timing} ON ${table} FOR EACH ROW WHEN (${when}) EXECUTE FUNCTION ${FAIL_FN}()`);
   try {
     await fn();
   } finally {
-    await server.owner.exec(`DROP TRIGGER ${name} ON ${table}`);
+    await h.server.owner.exec(`DROP TRIGGER ${name} ON ${table}`);
   }
 }
 
@@ -66,7 +63,7 @@ function assertInternalProblem(res: Response): void {
 }
 
 async function userRow(id: number) {
-  const rows = await server.owner.query<{ id: number; email: string; role: string; version: number }>(
+  const rows = await h.server.owner.query<{ id: number; email: string; role: string; version: number }>(
     'SELECT id, email, role, version FROM users WHERE id = $1',
     [id],
   );
@@ -80,31 +77,31 @@ describe('append-only', () => {
     const id = await maxAuditId();
     // PostgreSQL refuses for lack of privilege; PGlite (no roles) by trigger. Either way, no change.
     const refused = /permission denied|append-only/;
-    await rejectsWith(server.db.query(`UPDATE audit_log SET action = 'LOGOUT' WHERE id = $1`, [id]), refused);
-    await rejectsWith(server.db.query(`UPDATE audit_log SET metadata = '{"forged": true}'`), refused);
-    await rejectsWith(server.db.query('DELETE FROM audit_log WHERE id = $1', [id]), refused);
-    await rejectsWith(server.db.query('DELETE FROM audit_log'), refused);
-    await rejectsWith(server.db.query('TRUNCATE audit_log'), refused);
-    await rejectsWith(server.db.transaction((tx) => tx.query('DELETE FROM audit_log WHERE id = $1', [id])), refused);
+    await rejectsWith(h.server.db.query(`UPDATE audit_log SET action = 'LOGOUT' WHERE id = $1`, [id]), refused);
+    await rejectsWith(h.server.db.query(`UPDATE audit_log SET metadata = '{"forged": true}'`), refused);
+    await rejectsWith(h.server.db.query('DELETE FROM audit_log WHERE id = $1', [id]), refused);
+    await rejectsWith(h.server.db.query('DELETE FROM audit_log'), refused);
+    await rejectsWith(h.server.db.query('TRUNCATE audit_log'), refused);
+    await rejectsWith(h.server.db.transaction((tx) => tx.query('DELETE FROM audit_log WHERE id = $1', [id])), refused);
     assert.deepEqual(await snapshot(), before);
   });
 
   test('refuses UPDATE, DELETE and TRUNCATE of audit_log through the owner (superuser) connection too, by trigger', async () => {
     const before = await snapshot();
     const id = await maxAuditId();
-    await rejectsWith(server.owner.query(`UPDATE audit_log SET result = 'FAILURE' WHERE id = $1`, [id]), /audit_log is append-only: UPDATE/);
-    await rejectsWith(server.owner.query('DELETE FROM audit_log WHERE id = $1', [id]), /audit_log is append-only: DELETE/);
-    await rejectsWith(server.owner.query('TRUNCATE audit_log'), /audit_log is append-only: TRUNCATE/);
-    await rejectsWith(server.owner.query('TRUNCATE audit_log, users CASCADE'), /audit_log is append-only: TRUNCATE/);
+    await rejectsWith(h.server.owner.query(`UPDATE audit_log SET result = 'FAILURE' WHERE id = $1`, [id]), /audit_log is append-only: UPDATE/);
+    await rejectsWith(h.server.owner.query('DELETE FROM audit_log WHERE id = $1', [id]), /audit_log is append-only: DELETE/);
+    await rejectsWith(h.server.owner.query('TRUNCATE audit_log'), /audit_log is append-only: TRUNCATE/);
+    await rejectsWith(h.server.owner.query('TRUNCATE audit_log, users CASCADE'), /audit_log is append-only: TRUNCATE/);
     assert.deepEqual(await snapshot(), before);
-    assert.ok(await userRow(admin.id), 'the refused TRUNCATE of several tables rolled back as a whole');
+    assert.ok(await userRow(h.admin.id), 'the refused TRUNCATE of several tables rolled back as a whole');
   });
 
   test('the triggers hold even in a superuser session that sets session_replication_role = replica', async () => {
     const before = await snapshot();
-    const personalBefore = await server.owner.query<{ r: string }>('SELECT p::text AS r FROM audit_personal_data p ORDER BY ref');
+    const personalBefore = await h.server.owner.query<{ r: string }>('SELECT p::text AS r FROM audit_personal_data p ORDER BY ref');
     const inReplicaMode = (sql: string) =>
-      server.owner.transaction(async (tx) => {
+      h.server.owner.transaction(async (tx) => {
         await tx.query('SET LOCAL session_replication_role = replica');
         await tx.query(sql);
       });
@@ -113,46 +110,46 @@ describe('append-only', () => {
     await rejectsWith(inReplicaMode('TRUNCATE audit_log'), /audit_log is append-only: TRUNCATE/);
     await rejectsWith(inReplicaMode(`UPDATE audit_personal_data SET value = 'x@test.local'`), /audit_personal_data is append-only: UPDATE/);
     assert.deepEqual(await snapshot(), before);
-    assert.deepEqual(await server.owner.query<{ r: string }>('SELECT p::text AS r FROM audit_personal_data p ORDER BY ref'), personalBefore);
+    assert.deepEqual(await h.server.owner.query<{ r: string }>('SELECT p::text AS r FROM audit_personal_data p ORDER BY ref'), personalBefore);
   });
 
   test('refuses rewriting stored personal data, even for the owner', async () => {
-    const user = await createUser(server, admin);
-    const before = await server.owner.query<{ r: string }>('SELECT p::text AS r FROM audit_personal_data p ORDER BY ref');
+    const user = await h.newUser();
+    const before = await h.server.owner.query<{ r: string }>('SELECT p::text AS r FROM audit_personal_data p ORDER BY ref');
     await rejectsWith(
-      server.owner.query(`UPDATE audit_personal_data SET value = 'someone-else@test.local' WHERE subject_user_id = $1`, [user.id]),
+      h.server.owner.query(`UPDATE audit_personal_data SET value = 'someone-else@test.local' WHERE subject_user_id = $1`, [user.id]),
       /audit_personal_data is append-only: UPDATE/,
     );
     await rejectsWith(
-      server.db.query(`UPDATE audit_personal_data SET value = 'someone-else@test.local' WHERE subject_user_id = $1`, [user.id]),
+      h.server.db.query(`UPDATE audit_personal_data SET value = 'someone-else@test.local' WHERE subject_user_id = $1`, [user.id]),
       /permission denied|append-only/,
     );
-    assert.deepEqual(await server.owner.query<{ r: string }>('SELECT p::text AS r FROM audit_personal_data p ORDER BY ref'), before);
+    assert.deepEqual(await h.server.owner.query<{ r: string }>('SELECT p::text AS r FROM audit_personal_data p ORDER BY ref'), before);
   });
 
   test('has no foreign keys, so nothing cascades into it, and deleting a user keeps the records that name them', async () => {
-    const fks = await server.owner.query<{ n: number }>(
+    const fks = await h.server.owner.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM pg_constraint
         WHERE contype = 'f' AND (conrelid = 'audit_log'::regclass OR confrelid = 'audit_log'::regclass)`,
     );
     assert.equal(fks[0]!.n, 0);
-    const user = await createUser(server, admin);
-    const named = await auditRows(server, `resource_type = 'USER' AND resource_id = $1`, [user.id]);
+    const user = await h.newUser();
+    const named = await auditRows(h.server, `resource_type = 'USER' AND resource_id = $1`, [user.id]);
     assert.ok(named.length >= 2, 'CREATE_USER and LOGIN_SUCCESS name the user');
-    const res = await admin.client.delete(`/api/v1/users/${user.id}`, { token: admin.token });
+    const res = await h.admin.client.delete(`/api/v1/users/${user.id}`, { token: h.admin.token });
     assert.equal(res.status, 204, res.text);
-    const after = await auditRows(server, `resource_type = 'USER' AND resource_id = $1`, [user.id]);
+    const after = await auditRows(h.server, `resource_type = 'USER' AND resource_id = $1`, [user.id]);
     assert.deepEqual(after.map((r) => r.action), [...named.map((r) => r.action), 'DELETE_USER']);
   });
 
   test('the service runs as teamlog_app, not a superuser, with only INSERT and SELECT on the audit tables', { skip: needsPostgres }, async () => {
-    const who = await server.db.query<{ cu: string; su: string; rolsuper: boolean }>(
+    const who = await h.server.db.query<{ cu: string; su: string; rolsuper: boolean }>(
       `SELECT current_user AS cu, current_setting('is_superuser') AS su,
               (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS rolsuper`,
     );
     assert.deepEqual(who[0], { cu: 'teamlog_app', su: 'off', rolsuper: false });
     for (const table of ['audit_log', 'audit_personal_data']) {
-      const rows = await server.owner.query<Record<string, boolean>>(
+      const rows = await h.server.owner.query<Record<string, boolean>>(
         `SELECT has_table_privilege('teamlog_app', $1::text, 'INSERT') AS "insert",
                 has_table_privilege('teamlog_app', $1::text, 'SELECT') AS "select",
                 has_table_privilege('teamlog_app', $1::text, 'UPDATE') AS "update",
@@ -170,34 +167,34 @@ describe('append-only', () => {
         table,
       );
     }
-    await rejectsWith(server.db.query(`DELETE FROM audit_personal_data`), /permission denied/);
-    await rejectsWith(server.db.query(`TRUNCATE audit_personal_data`), /permission denied/);
+    await rejectsWith(h.server.db.query(`DELETE FROM audit_personal_data`), /permission denied/);
+    await rejectsWith(h.server.db.query(`TRUNCATE audit_personal_data`), /permission denied/);
   });
 
   test('the service role can neither drop, disable nor bypass the append-only triggers', { skip: needsPostgres }, async () => {
     const before = await snapshot();
     const notOwner = /must be owner|permission denied/;
-    await rejectsWith(server.db.query('DROP TRIGGER audit_log_no_update ON audit_log'), notOwner);
-    await rejectsWith(server.db.query('DROP TRIGGER audit_log_no_truncate ON audit_log'), notOwner);
-    await rejectsWith(server.db.query('ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_update'), notOwner);
-    await rejectsWith(server.db.query('ALTER TABLE audit_log DISABLE TRIGGER ALL'), notOwner);
-    await rejectsWith(server.db.query('ALTER TABLE audit_log DISABLE TRIGGER audit_log_stamp'), notOwner);
-    await rejectsWith(server.db.query('DROP TABLE audit_log'), notOwner);
-    await rejectsWith(server.db.query('DROP FUNCTION audit_append_only() CASCADE'), notOwner);
+    await rejectsWith(h.server.db.query('DROP TRIGGER audit_log_no_update ON audit_log'), notOwner);
+    await rejectsWith(h.server.db.query('DROP TRIGGER audit_log_no_truncate ON audit_log'), notOwner);
+    await rejectsWith(h.server.db.query('ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_update'), notOwner);
+    await rejectsWith(h.server.db.query('ALTER TABLE audit_log DISABLE TRIGGER ALL'), notOwner);
+    await rejectsWith(h.server.db.query('ALTER TABLE audit_log DISABLE TRIGGER audit_log_stamp'), notOwner);
+    await rejectsWith(h.server.db.query('DROP TABLE audit_log'), notOwner);
+    await rejectsWith(h.server.db.query('DROP FUNCTION audit_append_only() CASCADE'), notOwner);
     await rejectsWith(
-      server.db.query(`CREATE OR REPLACE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$`),
+      h.server.db.query(`CREATE OR REPLACE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$`),
       notOwner,
     );
     await rejectsWith(
-      server.db.query(`CREATE TRIGGER evil BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION audit_stamp()`),
+      h.server.db.query(`CREATE TRIGGER evil BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION audit_stamp()`),
       notOwner,
     );
     await rejectsWith(
-      server.db.transaction((tx) => tx.query('SET LOCAL session_replication_role = replica')),
+      h.server.db.transaction((tx) => tx.query('SET LOCAL session_replication_role = replica')),
       /permission denied/,
     );
-    await rejectsWith(server.db.query(`SELECT setval(pg_get_serial_sequence('audit_log', 'id'), 1)`), /permission denied/);
-    const triggers = await server.owner.query<{ tgname: string; tgenabled: string }>(
+    await rejectsWith(h.server.db.query(`SELECT setval(pg_get_serial_sequence('audit_log', 'id'), 1)`), /permission denied/);
+    const triggers = await h.server.owner.query<{ tgname: string; tgenabled: string }>(
       `SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'audit_log'::regclass AND NOT tgisinternal ORDER BY tgname`,
     );
     assert.deepEqual(triggers, [
@@ -205,7 +202,7 @@ describe('append-only', () => {
       { tgname: 'audit_log_no_update', tgenabled: 'A' },
       { tgname: 'audit_log_stamp', tgenabled: 'O' },
     ]);
-    await rejectsWith(server.owner.query('DELETE FROM audit_log'), /append-only/);
+    await rejectsWith(h.server.owner.query('DELETE FROM audit_log'), /append-only/);
     assert.deepEqual(await snapshot(), before);
   });
 
@@ -217,7 +214,7 @@ describe('append-only', () => {
       let removed = 0;
       let refusal: unknown;
       // Whatever happens, the transaction rolls back: this test must never delete evidence for real.
-      await server.db
+      await h.server.db
         .transaction(async (tx) => {
           try {
             await tx.query('SET LOCAL ROLE NONE');
@@ -232,7 +229,7 @@ describe('append-only', () => {
       assert.deepEqual(await snapshot(), before);
       assert.equal(removed, 0, 'the service connection deleted an audit record (rolled back here)');
       assert.match(String((refusal as Error | undefined)?.message), /permission denied|must be owner/);
-      const enabled = await server.owner.query(`SELECT 1 FROM pg_trigger WHERE tgname = 'audit_log_no_update' AND tgenabled = 'A'`);
+      const enabled = await h.server.owner.query(`SELECT 1 FROM pg_trigger WHERE tgname = 'audit_log_no_update' AND tgenabled = 'A'`);
       assert.equal(enabled.length, 1);
     },
   );
@@ -240,7 +237,7 @@ describe('append-only', () => {
 
 describe('server-stamped', () => {
   test('an INSERT that forges "timestamp" and xact_id gets the server\'s clock and its own transaction id', async () => {
-    const connections: Array<[string, Database]> = [['service', server.db], ['owner', server.owner]];
+    const connections: Array<[string, Database]> = [['service', h.server.db], ['owner', h.server.owner]];
     for (const [who, conn] of connections) {
       const result = await conn.transaction(async (tx) => {
         const [row] = await tx.query<{ id: number; ts: string; xact_id: string }>(
@@ -254,7 +251,7 @@ describe('server-stamped', () => {
         );
         return { row: row!, now: now! };
       });
-      const [stored] = await server.owner.query<{ ts: string; xact_id: string }>(
+      const [stored] = await h.server.owner.query<{ ts: string; xact_id: string }>(
         'SELECT "timestamp" AS ts, xact_id::text AS xact_id FROM audit_log WHERE id = $1',
         [result.row.id],
       );
@@ -269,16 +266,16 @@ describe('server-stamped', () => {
   test('records of one transaction share its xact_id, and another transaction gets another', async () => {
     const insert = (tx: { query: Database['query'] }, n: number) =>
       tx.query(`INSERT INTO audit_log (action, resource_type, result, request_id) VALUES ('TEST_STAMP', 'USER', 'SUCCESS', $1)`, [`stamp-${n}`]);
-    const first = await server.db.transaction(async (tx) => {
+    const first = await h.server.db.transaction(async (tx) => {
       await insert(tx, 1);
       await insert(tx, 2);
       return (await tx.query<{ x: string }>('SELECT pg_current_xact_id()::text AS x'))[0]!.x;
     });
-    const second = await server.db.transaction(async (tx) => {
+    const second = await h.server.db.transaction(async (tx) => {
       await insert(tx, 3);
       return (await tx.query<{ x: string }>('SELECT pg_current_xact_id()::text AS x'))[0]!.x;
     });
-    const rows = await server.owner.query<{ request_id: string; xact_id: string }>(
+    const rows = await h.server.owner.query<{ request_id: string; xact_id: string }>(
       `SELECT request_id, xact_id::text AS xact_id FROM audit_log WHERE action = 'TEST_STAMP' ORDER BY id`,
     );
     assert.deepEqual(rows, [
@@ -292,16 +289,16 @@ describe('server-stamped', () => {
 
 describe('same transaction as the change', () => {
   test('a failing DELETE_USER record rolls the deletion back: 500, the user still exists and logs in, no record', async () => {
-    const user = await createUser(server, admin);
-    const before = await auditCount(server);
+    const user = await h.newUser();
+    const before = await auditCount(h.server);
     await withSabotage('audit_log', 'BEFORE INSERT', `NEW.action = 'DELETE_USER'`, async () => {
-      const res = await admin.client.delete(`/api/v1/users/${user.id}`, { token: admin.token });
+      const res = await h.admin.client.delete(`/api/v1/users/${user.id}`, { token: h.admin.token });
       assertInternalProblem(res);
     });
-    assert.equal(await auditCount(server), before);
-    assert.equal((await auditRows(server, `action = 'DELETE_USER' AND resource_id = $1`, [user.id])).length, 0);
+    assert.equal(await auditCount(h.server), before);
+    assert.equal((await auditRows(h.server, `action = 'DELETE_USER' AND resource_id = $1`, [user.id])).length, 0);
     assert.ok(await userRow(user.id), 'the user row is still there');
-    const again = await login(server, user.email, user.password);
+    const again = await login(h.server, user.email, user.password);
     assert.equal(again.id, user.id);
     const me = await user.client.get('/api/v1/profile', { token: user.token });
     assert.equal(me.status, 200, 'the old session was not deleted either');
@@ -309,65 +306,65 @@ describe('same transaction as the change', () => {
 
   test('a failing CREATE_USER record rolls the creation back: 500, no user row, no record, no personal data', async () => {
     const email = `rollback-${randomUUID()}@test.local`;
-    const before = await auditCount(server);
+    const before = await auditCount(h.server);
     await withSabotage('audit_log', 'BEFORE INSERT', `NEW.action = 'CREATE_USER'`, async () => {
-      const res = await admin.client.post('/api/v1/users', { email, name: 'Never', password: 'password-never-1' }, { token: admin.token });
+      const res = await h.admin.client.post('/api/v1/users', { email, name: 'Never', password: 'password-never-1' }, { token: h.admin.token });
       assertInternalProblem(res);
     });
-    assert.equal(await auditCount(server), before);
-    assert.equal((await server.owner.query('SELECT 1 FROM users WHERE email = $1', [email])).length, 0);
-    assert.equal((await server.owner.query('SELECT 1 FROM audit_personal_data WHERE value = $1', [email])).length, 0);
-    const res = await new Client(server).post('/api/v1/auth/login', { email, password: 'password-never-1' });
+    assert.equal(await auditCount(h.server), before);
+    assert.equal((await h.server.owner.query('SELECT 1 FROM users WHERE email = $1', [email])).length, 0);
+    assert.equal((await h.server.owner.query('SELECT 1 FROM audit_personal_data WHERE value = $1', [email])).length, 0);
+    const res = await new Client(h.server).post('/api/v1/auth/login', { email, password: 'password-never-1' });
     assert.equal(res.status, 401);
     // Without the sabotage the same request succeeds: the failure was the audit record's.
-    const ok = await admin.client.post('/api/v1/users', { email, name: 'Now', password: 'password-never-1' }, { token: admin.token });
+    const ok = await h.admin.client.post('/api/v1/users', { email, name: 'Now', password: 'password-never-1' }, { token: h.admin.token });
     assert.equal(ok.status, 201, ok.text);
   });
 
   test('a failing CHANGE_USER_ROLE record rolls the role change back: 500, role and version unchanged, no record', async () => {
-    const user = await createUser(server, admin);
+    const user = await h.newUser();
     const beforeRow = await userRow(user.id);
-    const before = await auditCount(server);
+    const before = await auditCount(h.server);
     await withSabotage('audit_log', 'BEFORE INSERT', `NEW.action = 'CHANGE_USER_ROLE'`, async () => {
-      const res = await admin.client.put(`/api/v1/users/${user.id}/role`, { role: 'ADMIN' }, { token: admin.token });
+      const res = await h.admin.client.put(`/api/v1/users/${user.id}/role`, { role: 'ADMIN' }, { token: h.admin.token });
       assertInternalProblem(res);
     });
-    assert.equal(await auditCount(server), before);
+    assert.equal(await auditCount(h.server), before);
     assert.deepEqual(await userRow(user.id), beforeRow);
-    const seen = await admin.client.get(`/api/v1/users/${user.id}`, { token: admin.token });
+    const seen = await h.admin.client.get(`/api/v1/users/${user.id}`, { token: h.admin.token });
     assert.equal(seen.body.role, 'USER');
     const denied = await user.client.get('/api/v1/audit-logs', { token: user.token });
     assert.equal(denied.status, 403, 'the user did not become an ADMIN');
   });
 
   test('a failing deletion leaves no DELETE_USER record', async () => {
-    const user = await createUser(server, admin);
-    const before = await auditCount(server);
+    const user = await h.newUser();
+    const before = await auditCount(h.server);
     await withSabotage('users', 'BEFORE DELETE', `OLD.id = ${Number(user.id)}`, async () => {
-      const res = await admin.client.delete(`/api/v1/users/${user.id}`, { token: admin.token });
+      const res = await h.admin.client.delete(`/api/v1/users/${user.id}`, { token: h.admin.token });
       assertInternalProblem(res);
     });
-    assert.equal(await auditCount(server), before);
-    assert.equal((await auditRows(server, `action = 'DELETE_USER' AND resource_id = $1`, [user.id])).length, 0);
+    assert.equal(await auditCount(h.server), before);
+    assert.equal((await auditRows(h.server, `action = 'DELETE_USER' AND resource_id = $1`, [user.id])).length, 0);
     assert.ok(await userRow(user.id));
   });
 
   test('a failing role change leaves no CHANGE_USER_ROLE record', async () => {
-    const user = await createUser(server, admin);
-    const before = await auditCount(server);
+    const user = await h.newUser();
+    const before = await auditCount(h.server);
     await withSabotage('users', 'BEFORE UPDATE', `OLD.id = ${Number(user.id)}`, async () => {
-      const res = await admin.client.put(`/api/v1/users/${user.id}/role`, { role: 'ADMIN' }, { token: admin.token });
+      const res = await h.admin.client.put(`/api/v1/users/${user.id}/role`, { role: 'ADMIN' }, { token: h.admin.token });
       assertInternalProblem(res);
     });
-    assert.equal(await auditCount(server), before);
-    assert.equal((await auditRows(server, `action = 'CHANGE_USER_ROLE' AND resource_id = $1`, [user.id])).length, 0);
+    assert.equal(await auditCount(h.server), before);
+    assert.equal((await auditRows(h.server, `action = 'CHANGE_USER_ROLE' AND resource_id = $1`, [user.id])).length, 0);
     assert.equal((await userRow(user.id))!.role, 'USER');
   });
 });
 
 describe('one record per action', () => {
   test('each successful audited action writes exactly one record carrying its ip, user agent and request id', async () => {
-    const stranger = new Client(server);
+    const stranger = new Client(h.server);
     const email = `once-${randomUUID()}@test.local`;
     const password = 'password-once-1';
     let userId = 0;
@@ -387,12 +384,12 @@ describe('one record per action', () => {
       const userAgent = `audit-invariants/${name}`;
       const headers: Record<string, string> = { 'user-agent': userAgent };
       if (opts.givenRequestId !== false) headers['x-request-id'] = requestId;
-      const countBefore = await auditCount(server);
+      const countBefore = await auditCount(h.server);
       const idBefore = await maxAuditId();
       const res = await send(headers);
       assert.equal(res.status, status, `${name}: ${res.text}`);
-      const rows = await auditRows(server, 'id > $1', [idBefore]);
-      assert.equal(await auditCount(server), countBefore + (expected ? 1 : 0), `${name}: record count`);
+      const rows = await auditRows(h.server, 'id > $1', [idBefore]);
+      assert.equal(await auditCount(h.server), countBefore + (expected ? 1 : 0), `${name}: record count`);
       if (!expected) {
         assert.equal(rows.length, 0, `${name}: no record`);
         return res;
@@ -411,35 +408,35 @@ describe('one record per action', () => {
       return res;
     }
 
-    const a = admin.client;
-    const adminId = () => admin.id;
+    const a = h.admin.client;
+    const adminId = () => h.admin.id;
     const uid = () => userId;
 
-    const created = await step('create', a, (headers) => a.post('/api/v1/users', { email, name: 'Once', password }, { token: admin.token, headers }), 201,
+    const created = await step('create', a, (headers) => a.post('/api/v1/users', { email, name: 'Once', password }, { token: h.admin.token, headers }), 201,
       { action: 'CREATE_USER', actorId: adminId });
     userId = created.body.id;
-    await step('create-again', a, (headers) => a.post('/api/v1/users', { email, name: 'Twice', password }, { token: admin.token, headers }), 409, null);
-    await step('create-invalid', a, (headers) => a.post('/api/v1/users', { email: 'x', name: '', password: 'short' }, { token: admin.token, headers }), 400, null);
+    await step('create-again', a, (headers) => a.post('/api/v1/users', { email, name: 'Twice', password }, { token: h.admin.token, headers }), 409, null);
+    await step('create-invalid', a, (headers) => a.post('/api/v1/users', { email: 'x', name: '', password: 'short' }, { token: h.admin.token, headers }), 400, null);
     const loggedIn = await step('login', stranger, (headers) => stranger.post('/api/v1/auth/login', { email, password }, { headers }), 200,
       { action: 'LOGIN_SUCCESS', actorId: uid, resourceId: uid }, { givenRequestId: false });
     userToken = loggedIn.body.access_token;
     await step('login-failure', stranger, (headers) => stranger.post('/api/v1/auth/login', { email, password: 'wrong-password-1' }, { headers }), 401,
       { action: 'LOGIN_FAILURE', result: 'FAILURE', actorId: uid, resourceId: uid });
-    await step('refused-role-change', stranger, (headers) => stranger.put(`/api/v1/users/${admin.id}/role`, { role: 'USER' }, { token: userToken, headers }), 403,
+    await step('refused-role-change', stranger, (headers) => stranger.put(`/api/v1/users/${h.admin.id}/role`, { role: 'USER' }, { token: userToken, headers }), 403,
       { action: 'CHANGE_USER_ROLE', result: 'DENIED', actorId: uid, resourceId: adminId });
-    await step('promote', a, (headers) => a.put(`/api/v1/users/${userId}/role`, { role: 'ADMIN' }, { token: admin.token, headers }), 200,
+    await step('promote', a, (headers) => a.put(`/api/v1/users/${userId}/role`, { role: 'ADMIN' }, { token: h.admin.token, headers }), 200,
       { action: 'CHANGE_USER_ROLE', actorId: adminId, resourceId: uid });
-    await step('promote-again', a, (headers) => a.put(`/api/v1/users/${userId}/role`, { role: 'ADMIN' }, { token: admin.token, headers }), 200, null);
-    await step('demote', a, (headers) => a.put(`/api/v1/users/${userId}/role`, { role: 'USER' }, { token: admin.token, headers }), 200,
+    await step('promote-again', a, (headers) => a.put(`/api/v1/users/${userId}/role`, { role: 'ADMIN' }, { token: h.admin.token, headers }), 200, null);
+    await step('demote', a, (headers) => a.put(`/api/v1/users/${userId}/role`, { role: 'USER' }, { token: h.admin.token, headers }), 200,
       { action: 'CHANGE_USER_ROLE', actorId: adminId, resourceId: uid }, { givenRequestId: false });
-    await step('deactivate', a, (headers) => a.put(`/api/v1/users/${userId}/active`, { active: false }, { token: admin.token, headers }), 200,
+    await step('deactivate', a, (headers) => a.put(`/api/v1/users/${userId}/active`, { active: false }, { token: h.admin.token, headers }), 200,
       { action: 'DEACTIVATE_USER', actorId: adminId, resourceId: uid });
-    await step('activate', a, (headers) => a.put(`/api/v1/users/${userId}/active`, { active: true }, { token: admin.token, headers }), 200,
+    await step('activate', a, (headers) => a.put(`/api/v1/users/${userId}/active`, { active: true }, { token: h.admin.token, headers }), 200,
       { action: 'ACTIVATE_USER', actorId: adminId, resourceId: uid });
     const newEmail = `renamed-${randomUUID()}@test.local`;
-    await step('change-email', a, (headers) => a.put(`/api/v1/users/${userId}`, { email: newEmail }, { token: admin.token, headers }), 200,
+    await step('change-email', a, (headers) => a.put(`/api/v1/users/${userId}`, { email: newEmail }, { token: h.admin.token, headers }), 200,
       { action: 'UPDATE_USER_EMAIL', actorId: adminId, resourceId: uid });
-    await step('same-email', a, (headers) => a.put(`/api/v1/users/${userId}`, { email: newEmail }, { token: admin.token, headers }), 200, null);
+    await step('same-email', a, (headers) => a.put(`/api/v1/users/${userId}`, { email: newEmail }, { token: h.admin.token, headers }), 200, null);
     const relogged = await step('login-again', stranger, (headers) => stranger.post('/api/v1/auth/login', { email: newEmail, password }, { headers }), 200,
       { action: 'LOGIN_SUCCESS', actorId: uid, resourceId: uid });
     userToken = relogged.body.access_token;
@@ -450,29 +447,29 @@ describe('one record per action', () => {
     projectId = project.body.id;
     await step('logout', stranger, (headers) => stranger.post('/api/v1/auth/logout', undefined, { token: userToken, headers }), 204,
       { action: 'LOGOUT', actorId: uid, resourceId: uid });
-    await step('delete-project', a, (headers) => a.delete(`/api/v1/projects/${projectId}`, { token: admin.token, headers }), 204,
+    await step('delete-project', a, (headers) => a.delete(`/api/v1/projects/${projectId}`, { token: h.admin.token, headers }), 204,
       { action: 'DELETE_PROJECT', actorId: adminId, resourceId: () => projectId });
-    await step('delete', a, (headers) => a.delete(`/api/v1/users/${userId}`, { token: admin.token, headers }), 204,
+    await step('delete', a, (headers) => a.delete(`/api/v1/users/${userId}`, { token: h.admin.token, headers }), 204,
       { action: 'DELETE_USER', actorId: adminId, resourceId: uid });
-    await step('delete-again', a, (headers) => a.delete(`/api/v1/users/${userId}`, { token: admin.token, headers }), 404, null);
+    await step('delete-again', a, (headers) => a.delete(`/api/v1/users/${userId}`, { token: h.admin.token, headers }), 404, null);
   });
 
   test('twenty parallel user creations produce exactly twenty CREATE_USER records', { skip: needsPostgres }, async () => {
     const before = await maxAuditId();
     const responses = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
-        admin.client.post(
+        h.admin.client.post(
           '/api/v1/users',
           { email: `parallel-${i}-${randomUUID()}@test.local`, name: `Parallel ${i}`, password: 'password-parallel' },
-          { token: admin.token, headers: { 'x-request-id': `parallel-${i}` } },
+          { token: h.admin.token, headers: { 'x-request-id': `parallel-${i}` } },
         ),
       ),
     );
     for (const res of responses) assert.equal(res.status, 201, res.text);
     const ids = responses.map((r) => r.body.id as number).sort((x, y) => x - y);
-    const rows = await auditRows(server, 'id > $1', [before]);
+    const rows = await auditRows(h.server, 'id > $1', [before]);
     assert.equal(rows.length, 20);
-    assert.ok(rows.every((r) => r.action === 'CREATE_USER' && r.actor_id === admin.id && r.result === 'SUCCESS'));
+    assert.ok(rows.every((r) => r.action === 'CREATE_USER' && r.actor_id === h.admin.id && r.result === 'SUCCESS'));
     assert.deepEqual(rows.map((r) => r.resource_id!).sort((x, y) => x - y), ids);
     assert.deepEqual(rows.map((r) => r.request_id).sort(), Array.from({ length: 20 }, (_, i) => `parallel-${i}`).sort());
   });
@@ -485,25 +482,25 @@ describe('personal data', () => {
 
   test('emails are stored apart from records, shown by the API, and shown as "[redacted]" once erased, with the records untouched', async () => {
     const email = `personal-${randomUUID()}@test.local`;
-    const created = await admin.client.post('/api/v1/users', { email, name: 'Personal', password: 'password-personal' }, { token: admin.token });
+    const created = await h.admin.client.post('/api/v1/users', { email, name: 'Personal', password: 'password-personal' }, { token: h.admin.token });
     assert.equal(created.status, 201, created.text);
     const userId: number = created.body.id;
     const newEmail = `personal-new-${randomUUID()}@test.local`;
-    const changed = await admin.client.put(`/api/v1/users/${userId}`, { email: newEmail }, { token: admin.token });
+    const changed = await h.admin.client.put(`/api/v1/users/${userId}`, { email: newEmail }, { token: h.admin.token });
     assert.equal(changed.status, 200, changed.text);
 
-    const [create] = await auditRows(server, `action = 'CREATE_USER' AND resource_id = $1`, [userId]);
-    const [update] = await auditRows(server, `action = 'UPDATE_USER_EMAIL' AND resource_id = $1`, [userId]);
+    const [create] = await auditRows(h.server, `action = 'CREATE_USER' AND resource_id = $1`, [userId]);
+    const [update] = await auditRows(h.server, `action = 'UPDATE_USER_EMAIL' AND resource_id = $1`, [userId]);
     assert.ok(create && update);
     assert.ok(isRef(create.metadata.email), JSON.stringify(create.metadata));
     assert.equal(create.metadata.role, 'USER');
     assert.ok(isRef(update.metadata.oldEmail) && isRef(update.metadata.newEmail), JSON.stringify(update.metadata));
     // The value appears nowhere in the records themselves.
     for (const value of [email, newEmail]) {
-      const leaks = await server.owner.query('SELECT id FROM audit_log a WHERE position($1 in a::text) > 0', [value]);
+      const leaks = await h.server.owner.query('SELECT id FROM audit_log a WHERE position($1 in a::text) > 0', [value]);
       assert.equal(leaks.length, 0, `${value} is not stored in audit_log`);
     }
-    const stored = await server.owner.query<{ ref: string; value: string; subject_user_id: number }>(
+    const stored = await h.server.owner.query<{ ref: string; value: string; subject_user_id: number }>(
       'SELECT ref, value, subject_user_id FROM audit_personal_data WHERE ref = ANY($1) ORDER BY value',
       [[refOf(create.metadata.email), refOf(update.metadata.oldEmail), refOf(update.metadata.newEmail)]],
     );
@@ -516,21 +513,21 @@ describe('personal data', () => {
       },
     );
 
-    const shown = await admin.client.get(`/api/v1/audit-logs/${create.id}`, { token: admin.token });
+    const shown = await h.admin.client.get(`/api/v1/audit-logs/${create.id}`, { token: h.admin.token });
     assert.equal(shown.status, 200);
     assert.deepEqual(shown.body.metadata, { email, role: 'USER' });
-    const shownUpdate = await admin.client.get(`/api/v1/audit-logs/${update.id}`, { token: admin.token });
+    const shownUpdate = await h.admin.client.get(`/api/v1/audit-logs/${update.id}`, { token: h.admin.token });
     assert.deepEqual(shownUpdate.body.metadata, { oldEmail: email, newEmail });
 
-    const rowsBefore = await server.owner.query<{ r: string }>('SELECT a::text AS r FROM audit_log a WHERE id = ANY($1) ORDER BY id', [[create.id, update.id]]);
+    const rowsBefore = await h.server.owner.query<{ r: string }>('SELECT a::text AS r FROM audit_log a WHERE id = ANY($1) ORDER BY id', [[create.id, update.id]]);
     // Erasure, as `teamlog audit redact --user <id>` does it: the values go, the records stay.
-    await server.owner.query('DELETE FROM audit_personal_data WHERE subject_user_id = $1', [userId]);
-    const rowsAfter = await server.owner.query<{ r: string }>('SELECT a::text AS r FROM audit_log a WHERE id = ANY($1) ORDER BY id', [[create.id, update.id]]);
+    await h.server.owner.query('DELETE FROM audit_personal_data WHERE subject_user_id = $1', [userId]);
+    const rowsAfter = await h.server.owner.query<{ r: string }>('SELECT a::text AS r FROM audit_log a WHERE id = ANY($1) ORDER BY id', [[create.id, update.id]]);
     assert.deepEqual(rowsAfter, rowsBefore);
 
-    const redacted = await admin.client.get(`/api/v1/audit-logs/${create.id}`, { token: admin.token });
+    const redacted = await h.admin.client.get(`/api/v1/audit-logs/${create.id}`, { token: h.admin.token });
     assert.deepEqual(redacted.body.metadata, { email: '[redacted]', role: 'USER' });
-    const list = await admin.client.get(`/api/v1/audit-logs?resource_type=USER&resource_id=${userId}&action=UPDATE_USER_EMAIL`, { token: admin.token });
+    const list = await h.admin.client.get(`/api/v1/audit-logs?resource_type=USER&resource_id=${userId}&action=UPDATE_USER_EMAIL`, { token: h.admin.token });
     assert.equal(list.status, 200);
     assert.deepEqual(list.body.data.map((r: { metadata: unknown }) => r.metadata), [{ oldEmail: '[redacted]', newEmail: '[redacted]' }]);
   });
@@ -538,25 +535,25 @@ describe('personal data', () => {
   test('a failed login keeps the typed email apart too, and never the typed password', async () => {
     const email = `nobody-${randomUUID()}@test.local`;
     const typedPassword = `typed-${randomUUID()}`;
-    const client = new Client(server);
+    const client = new Client(h.server);
     const res = await client.post('/api/v1/auth/login', { email, password: typedPassword });
     assert.equal(res.status, 401);
-    const rows = await auditRows(server, `action = 'LOGIN_FAILURE' AND ip = $1`, [client.ip]);
+    const rows = await auditRows(h.server, `action = 'LOGIN_FAILURE' AND ip = $1`, [client.ip]);
     assert.equal(rows.length, 1);
     const row = rows[0]!;
     assert.equal(row.actor_id, null);
     assert.equal(row.metadata.reason, 'unknown_email');
     assert.ok(isRef(row.metadata.email), JSON.stringify(row.metadata));
-    const leaks = await server.owner.query('SELECT id FROM audit_log a WHERE position($1 in a::text) > 0 OR position($2 in a::text) > 0', [email, typedPassword]);
+    const leaks = await h.server.owner.query('SELECT id FROM audit_log a WHERE position($1 in a::text) > 0 OR position($2 in a::text) > 0', [email, typedPassword]);
     assert.equal(leaks.length, 0);
-    const personal = await server.owner.query('SELECT 1 FROM audit_personal_data WHERE value = $1', [typedPassword]);
+    const personal = await h.server.owner.query('SELECT 1 FROM audit_personal_data WHERE value = $1', [typedPassword]);
     assert.equal(personal.length, 0, 'the password is not personal data to keep either');
-    const stored = await server.owner.query<{ value: string; subject_user_id: number | null }>(
+    const stored = await h.server.owner.query<{ value: string; subject_user_id: number | null }>(
       'SELECT value, subject_user_id FROM audit_personal_data WHERE ref = $1',
       [refOf(row.metadata.email)],
     );
     assert.deepEqual(stored, [{ value: email, subject_user_id: null }]);
-    const shown = await admin.client.get(`/api/v1/audit-logs/${row.id}`, { token: admin.token });
+    const shown = await h.admin.client.get(`/api/v1/audit-logs/${row.id}`, { token: h.admin.token });
     assert.deepEqual(shown.body.metadata, { email, reason: 'unknown_email' });
   });
 });

@@ -2,12 +2,12 @@
 // (checked against the table itself, read through the owner connection), validation of
 // every filter, and keyset pagination that neither repeats nor skips while records arrive.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { Client, createUser, loginAdmin, type Session } from './helpers/client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { describe, test } from 'node:test';
+import { Client, type Session } from './helpers/client.js';
+import { createProject, createTask } from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
 
-let server: TestServer;
-let admin: Session;
+const h = useTestServer();
 let alice: Session;
 let bob: Session;
 let projectId: number;
@@ -38,29 +38,22 @@ interface StoredRecord {
   micros: number;
 }
 
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
-  alice = await createUser(server, admin, { name: 'Alice' });
-  bob = await createUser(server, admin, { name: 'Bob' });
-  const project = await alice.client.post('/api/v1/projects', { name: 'Audit filters' }, { token: alice.token });
-  assert.equal(project.status, 201, project.text);
-  projectId = project.body.id;
-  const task = await alice.client.post('/api/v1/tasks', { project_id: projectId, title: 'A task' }, { token: alice.token });
-  assert.equal(task.status, 201, task.text);
-  taskId = task.body.id;
+h.before(async () => {
+  alice = await h.newUser({ name: 'Alice' });
+  bob = await h.newUser({ name: 'Bob' });
+  projectId = (await createProject(alice, { name: 'Audit filters' })).id;
+  taskId = (await createTask(alice, projectId, { title: 'A task' })).id;
   // A refusal (DENIED), a failed login (FAILURE) and an admin's change of Bob.
   const refused = await alice.client.put(`/api/v1/users/${bob.id}/role`, { role: 'ADMIN' }, { token: alice.token });
   assert.equal(refused.status, 403, refused.text);
   const failed = await bob.client.post('/api/v1/auth/login', { email: bob.email, password: 'not-the-password' });
   assert.equal(failed.status, 401, failed.text);
-  const promoted = await admin.client.put(`/api/v1/users/${bob.id}/role`, { role: 'ADMIN' }, { token: admin.token });
+  const promoted = await h.admin.client.put(`/api/v1/users/${bob.id}/role`, { role: 'ADMIN' }, { token: h.admin.token });
   assert.equal(promoted.status, 200, promoted.text);
 });
-after(() => server?.close());
 
 async function stored(): Promise<StoredRecord[]> {
-  return server.owner.query<StoredRecord>(
+  return h.server.owner.query<StoredRecord>(
     `SELECT id, actor_id, action, resource_type, resource_id, result,
             (extract(epoch FROM "timestamp") * 1000000)::bigint AS micros
        FROM audit_log ORDER BY id DESC`,
@@ -93,7 +86,7 @@ async function listAll(query: URLSearchParams, limit = 7): Promise<ApiRecord[]> 
     const q = new URLSearchParams(query);
     q.set('limit', String(limit));
     if (cursor) q.set('cursor', cursor);
-    const res = await admin.client.get(`/api/v1/audit-logs?${q}`, { token: admin.token });
+    const res = await h.admin.client.get(`/api/v1/audit-logs?${q}`, { token: h.admin.token });
     assert.equal(res.status, 200, res.text);
     assert.ok(res.body.data.length <= limit);
     all.push(...res.body.data);
@@ -119,9 +112,9 @@ async function expectFilter(params: Array<[string, string]>): Promise<number[]> 
 }
 
 async function recordOf(where: string, params: unknown[]): Promise<ApiRecord> {
-  const rows = await server.owner.query<{ id: number }>(`SELECT id FROM audit_log WHERE ${where} ORDER BY id DESC LIMIT 1`, params);
+  const rows = await h.server.owner.query<{ id: number }>(`SELECT id FROM audit_log WHERE ${where} ORDER BY id DESC LIMIT 1`, params);
   assert.ok(rows[0], where);
-  const res = await admin.client.get(`/api/v1/audit-logs/${rows[0].id}`, { token: admin.token });
+  const res = await h.admin.client.get(`/api/v1/audit-logs/${rows[0].id}`, { token: h.admin.token });
   assert.equal(res.status, 200, res.text);
   return res.body;
 }
@@ -135,17 +128,17 @@ describe('access', () => {
       assert.equal(asUser.status, 403, path);
       assert.equal(asUser.body.code, 'FORBIDDEN');
       assert.doesNotMatch(asUser.text, /LOGIN_SUCCESS|CREATE_USER/);
-      const anonymous = await new Client(server).get(path);
+      const anonymous = await new Client(h.server).get(path);
       assert.equal(anonymous.status, 401, path);
     }
   });
 
   test('serves an ADMIN promoted a moment ago, and refuses them again once demoted', async () => {
-    const carol = await createUser(server, admin);
+    const carol = await h.newUser();
     assert.equal((await carol.client.get('/api/v1/audit-logs', { token: carol.token })).status, 403);
-    assert.equal((await admin.client.put(`/api/v1/users/${carol.id}/role`, { role: 'ADMIN' }, { token: admin.token })).status, 200);
+    assert.equal((await h.admin.client.put(`/api/v1/users/${carol.id}/role`, { role: 'ADMIN' }, { token: h.admin.token })).status, 200);
     assert.equal((await carol.client.get('/api/v1/audit-logs', { token: carol.token })).status, 200);
-    assert.equal((await admin.client.put(`/api/v1/users/${carol.id}/role`, { role: 'USER' }, { token: admin.token })).status, 200);
+    assert.equal((await h.admin.client.put(`/api/v1/users/${carol.id}/role`, { role: 'USER' }, { token: h.admin.token })).status, 200);
     assert.equal((await carol.client.get('/api/v1/audit-logs', { token: carol.token })).status, 403);
   });
 });
@@ -164,19 +157,19 @@ describe('records', () => {
     assert.equal(row.ip, alice.client.ip);
     assert.match(row.timestamp, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
     assert.equal(typeof row.request_id, 'string');
-    const listed = await admin.client.get(`/api/v1/audit-logs?resource_type=PROJECT&resource_id=${projectId}`, { token: admin.token });
+    const listed = await h.admin.client.get(`/api/v1/audit-logs?resource_type=PROJECT&resource_id=${projectId}`, { token: h.admin.token });
     assert.deepEqual(listed.body.data, [row], 'the list shows the same record as the single read');
   });
 
   test('answers 404 for an id that does not exist and 400 for one that is not an id', async () => {
     const max = (await stored())[0]!.id;
     for (const id of [max + 1000, Number.MAX_SAFE_INTEGER]) {
-      const res = await admin.client.get(`/api/v1/audit-logs/${id}`, { token: admin.token });
+      const res = await h.admin.client.get(`/api/v1/audit-logs/${id}`, { token: h.admin.token });
       assert.equal(res.status, 404, String(id));
       assert.equal(res.body.code, 'NOT_FOUND');
     }
     for (const id of ['abc', '0', '-1', '1.5', '99999999999999999999', '9007199254740992', '%00']) {
-      const res = await admin.client.get(`/api/v1/audit-logs/${id}`, { token: admin.token });
+      const res = await h.admin.client.get(`/api/v1/audit-logs/${id}`, { token: h.admin.token });
       assert.equal(res.status, 400, id);
       assert.equal(res.body.code, 'VALIDATION_FAILED');
     }
@@ -187,7 +180,7 @@ test(
   'refuses ids written in other notations than a decimal integer (1e3, 0x10, +5, 1.0) with 400',
   async () => {
     for (const id of ['1e3', '0x10', '+5', '%205', '1.0', '0b11']) {
-      const res = await admin.client.get(`/api/v1/audit-logs/${id}`, { token: admin.token });
+      const res = await h.admin.client.get(`/api/v1/audit-logs/${id}`, { token: h.admin.token });
       assert.equal(res.status, 400, id);
     }
   },
@@ -273,12 +266,12 @@ describe('filters', () => {
     await expectFilter([['action', 'LOGIN_SUCCESS'], ['action', 'LOGIN_FAILURE'], ['to', task.timestamp]]);
     // All seven at once, narrowing to the one promotion.
     const all7: Array<[string, string]> = [
-      ['actor_id', String(admin.id)], ['action', 'CHANGE_USER_ROLE'], ['action', 'DELETE_USER'], ['resource_type', 'USER'],
+      ['actor_id', String(h.admin.id)], ['action', 'CHANGE_USER_ROLE'], ['action', 'DELETE_USER'], ['resource_type', 'USER'],
       ['resource_id', String(bob.id)], ['result', 'SUCCESS'], ['from', promoted.timestamp], ['to', plusMs(promoted.timestamp, 1)],
     ];
     assert.deepEqual(await expectFilter(all7), [promoted.id]);
     // A combination nothing matches is an empty page, not an error.
-    const none = await admin.client.get(`/api/v1/audit-logs?actor_id=${bob.id}&action=CREATE_TASK`, { token: admin.token });
+    const none = await h.admin.client.get(`/api/v1/audit-logs?actor_id=${bob.id}&action=CREATE_TASK`, { token: h.admin.token });
     assert.equal(none.status, 200);
     assert.deepEqual(none.body, { data: [], next_cursor: null });
     assert.equal(none.headers.get('link'), null);
@@ -297,7 +290,7 @@ describe('filters', () => {
       'limit=0', 'limit=101', 'limit=abc', 'unknown=1', 'actorId=1',
     ];
     for (const q of bad) {
-      const res = await admin.client.get(`/api/v1/audit-logs?${q}`, { token: admin.token });
+      const res = await h.admin.client.get(`/api/v1/audit-logs?${q}`, { token: h.admin.token });
       assert.equal(res.status, 400, `?${q} → ${res.status} ${res.text}`);
       assert.equal(res.body.code, 'VALIDATION_FAILED', q);
       assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
@@ -307,33 +300,33 @@ describe('filters', () => {
 
 describe('pagination', () => {
   test('pages newest first by limit, with next_cursor and a Link header, and without them on the last page', async () => {
-    for (let i = 0; i < 5; i++) await createUser(server, admin); // two records each
+    for (let i = 0; i < 5; i++) await h.newUser(); // two records each
     const all = await stored();
     assert.ok(all.length > 21, `${all.length} records`);
-    const first = await admin.client.get('/api/v1/audit-logs', { token: admin.token });
+    const first = await h.admin.client.get('/api/v1/audit-logs', { token: h.admin.token });
     assert.equal(first.body.data.length, 20, 'the default limit is 20');
     assert.deepEqual(first.body.data.map((r: ApiRecord) => r.id), all.slice(0, 20).map((r) => r.id));
     assert.equal(typeof first.body.next_cursor, 'string');
 
-    const page = await admin.client.get(`/api/v1/audit-logs?limit=3&action=LOGIN_SUCCESS`, { token: admin.token });
+    const page = await h.admin.client.get(`/api/v1/audit-logs?limit=3&action=LOGIN_SUCCESS`, { token: h.admin.token });
     assert.equal(page.status, 200);
     const link = page.headers.get('link');
     const m = /^<([^>]+)>; rel="next"$/.exec(link ?? '');
     assert.ok(m, `Link: ${link}`);
-    const next = new URL(m[1]!, server.url);
+    const next = new URL(m[1]!, h.server.url);
     assert.equal(next.pathname, '/api/v1/audit-logs');
     assert.equal(next.searchParams.get('cursor'), page.body.next_cursor);
     assert.equal(next.searchParams.get('limit'), '3');
     assert.deepEqual(next.searchParams.getAll('action'), ['LOGIN_SUCCESS'], 'the filters carry over');
-    const followed = await admin.client.get(next.pathname + next.search, { token: admin.token });
+    const followed = await h.admin.client.get(next.pathname + next.search, { token: h.admin.token });
     assert.equal(followed.status, 200);
     const expected = all.filter((r) => r.action === 'LOGIN_SUCCESS').map((r) => r.id);
     assert.deepEqual([...page.body.data, ...followed.body.data].map((r: ApiRecord) => r.id), expected.slice(0, 6));
 
-    const last = await admin.client.get(`/api/v1/audit-logs?limit=100&action=CREATE_TASK`, { token: admin.token });
+    const last = await h.admin.client.get(`/api/v1/audit-logs?limit=100&action=CREATE_TASK`, { token: h.admin.token });
     assert.equal(last.body.next_cursor, null);
     assert.equal(last.headers.get('link'), null);
-    const exact = await admin.client.get(`/api/v1/audit-logs?limit=1&action=CREATE_TASK`, { token: admin.token });
+    const exact = await h.admin.client.get(`/api/v1/audit-logs?limit=1&action=CREATE_TASK`, { token: h.admin.token });
     assert.equal(exact.body.data.length, 1);
     assert.equal(exact.body.next_cursor, null, 'a page that holds exactly the rest has no next page');
   });
@@ -348,12 +341,12 @@ describe('pagination', () => {
         const q = new URLSearchParams(filter);
         q.set('limit', '4');
         if (cursor) q.set('cursor', cursor);
-        const res = await admin.client.get(`/api/v1/audit-logs?${q}`, { token: admin.token });
+        const res = await h.admin.client.get(`/api/v1/audit-logs?${q}`, { token: h.admin.token });
         assert.equal(res.status, 200, res.text);
         seen.push(...res.body.data.map((r: ApiRecord) => r.id));
         cursor = res.body.next_cursor;
         // New records of the very kinds being listed (CREATE_USER, LOGIN_SUCCESS) arrive meanwhile.
-        if (pages++ < 3) await createUser(server, admin);
+        if (pages++ < 3) await h.newUser();
       } while (cursor);
       assert.deepEqual(seen, snapshot, `?${filter}`);
     }
@@ -366,19 +359,19 @@ describe('pagination', () => {
       b64({ b: 2 ** 53 }), 'x'.repeat(201), '',
     ];
     for (const cursor of bad) {
-      const res = await admin.client.get(`/api/v1/audit-logs?cursor=${encodeURIComponent(cursor)}`, { token: admin.token });
+      const res = await h.admin.client.get(`/api/v1/audit-logs?cursor=${encodeURIComponent(cursor)}`, { token: h.admin.token });
       assert.equal(res.status, 400, `cursor ${JSON.stringify(cursor)} → ${res.status} ${res.text}`);
       assert.equal(res.body.code, 'VALIDATION_FAILED');
     }
     const below = (await stored())[5]!.id;
-    const good = await admin.client.get(`/api/v1/audit-logs?limit=100&cursor=${b64({ b: below })}`, { token: admin.token });
+    const good = await h.admin.client.get(`/api/v1/audit-logs?limit=100&cursor=${b64({ b: below })}`, { token: h.admin.token });
     assert.equal(good.status, 200);
     assert.deepEqual(good.body.data.map((r: ApiRecord) => r.id), (await stored()).filter((r) => r.id < below).map((r) => r.id));
   });
 });
 
 test('every record read through the API matches the row it came from', async () => {
-  const rows = await server.owner.query<{ id: number; request_id: string; ip: string | null; user_agent: string | null; action: string }>(
+  const rows = await h.server.owner.query<{ id: number; request_id: string; ip: string | null; user_agent: string | null; action: string }>(
     'SELECT id, request_id, ip, user_agent, action FROM audit_log ORDER BY id DESC',
   );
   const api = await listAll(new URLSearchParams(), 100);

@@ -3,9 +3,11 @@
 // password change, and the client address recorded behind (or without) a trusted proxy.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
-import { Client, auditRows, createUser, login, loginAdmin, type Response, type Session } from './helpers/client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
+import { describe, test } from 'node:test';
+import { assertProblem, auditRows, Client, login, type Response } from './helpers/client.js';
+import { countRows, recordsOf } from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, needsPostgres, startTestServer } from './helpers/server.js';
 
 const LOGIN = '/api/v1/auth/login';
 const REFRESH = '/api/v1/auth/refresh';
@@ -13,16 +15,8 @@ const LOGOUT = '/api/v1/auth/logout';
 const PASSWORD = '/api/v1/auth/password';
 const PROFILE = '/api/v1/profile';
 
-let server: TestServer;
-let admin: Session;
+const h = useTestServer();
 
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
-});
-after(() => server?.close());
-
-const newUser = () => createUser(server, admin);
 const requestIdOf = (res: Response) => {
   const id = res.headers.get('x-request-id');
   assert.ok(id, 'every response carries X-Request-Id');
@@ -33,29 +27,19 @@ const attempt = (client: Client, email: string, password: string, headers?: Reco
 const wrongPassword = () => `wrong-${randomBytes(6).toString('hex')}`;
 const unknownEmail = () => `nobody-${randomBytes(6).toString('hex')}@test.local`;
 
-/** The audit records written by one request (matched by its X-Request-Id). */
-const recordsOf = (res: Response) => auditRows(server, 'request_id = $1', [requestIdOf(res)]);
-
 async function onlyRecordOf(res: Response) {
-  const rows = await recordsOf(res);
+  const rows = await recordsOf(h.server, res);
   assert.equal(rows.length, 1, `exactly one audit record for ${requestIdOf(res)}, got ${JSON.stringify(rows)}`);
   return rows[0]!;
 }
 
 /** A record as the API shows it to an ADMIN: personal data (the typed email) resolved. */
 async function apiRecord(id: number) {
-  const res = await admin.client.get(`/api/v1/audit-logs/${id}`, { token: admin.token });
+  const res = await h.admin.client.get(`/api/v1/audit-logs/${id}`, { token: h.admin.token });
   assert.equal(res.status, 200, res.text);
   return res.body as { metadata: Record<string, unknown>; actor_id: number | null; resource_id: number | null; result: string };
 }
 
-function assertProblem(res: Response, status: number, code: string) {
-  assert.equal(res.status, status, res.text);
-  assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
-  assert.equal(res.body.status, status);
-  assert.equal(res.body.code, code);
-  assert.equal(res.body.request_id, res.headers.get('x-request-id'));
-}
 
 function assertNoStore(res: Response) {
   assert.equal(res.headers.get('cache-control'), 'no-store', `Cache-Control of ${res.status} ${res.text}`);
@@ -68,14 +52,11 @@ function assertRetryAfter(res: Response) {
   assert.ok(seconds >= 1 && seconds <= 900, `Retry-After ${seconds} is within the 15-minute window`);
 }
 
-async function countedFailures(column: 'email' | 'ip', value: string): Promise<number> {
-  const rows = await server.owner.query<{ n: number }>(`SELECT count(*)::int AS n FROM login_failures WHERE ${column} = $1`, [value]);
-  return rows[0]!.n;
-}
+const countedFailures = (column: 'email' | 'ip', value: string) => countRows(h.server, `login_failures WHERE ${column} = $1`, [value]);
 
 /** How many rows of audit_log and audit_personal_data contain `needle` anywhere in their text. */
 async function rowsContaining(needle: string): Promise<number> {
-  const rows = await server.owner.query<{ n: number }>(
+  const rows = await h.server.owner.query<{ n: number }>(
     `SELECT (SELECT count(*) FROM audit_log t WHERE strpos(t::text, $1) > 0)
           + (SELECT count(*) FROM audit_personal_data p WHERE strpos(p::text, $1) > 0) AS n`,
     [needle],
@@ -85,8 +66,8 @@ async function rowsContaining(needle: string): Promise<number> {
 
 describe('login', () => {
   test('logs in with email and password, answers no-store, and records LOGIN_SUCCESS with the address, user agent and request id', async () => {
-    const user = await newUser();
-    const client = new Client(server);
+    const user = await h.newUser();
+    const client = new Client(h.server);
     const res = await attempt(client, user.email, user.password, { 'user-agent': 'auth-test-agent/1.0' });
     assert.equal(res.status, 200, res.text);
     assertNoStore(res);
@@ -95,7 +76,7 @@ describe('login', () => {
     assert.ok(res.body.access_token.length > 20);
     assert.equal(typeof res.body.refresh_token, 'string');
     assert.ok(res.body.refresh_token.length > 20);
-    assert.equal(res.body.expires_in, server.config.accessTokenTtl);
+    assert.equal(res.body.expires_in, h.server.config.accessTokenTtl);
     assert.ok(res.body.expires_in > 0);
     assert.equal(res.body.user.id, user.id);
     assert.equal(res.body.user.email, user.email);
@@ -119,8 +100,8 @@ describe('login', () => {
   });
 
   test('answers an unknown email and a wrong password with the same 401 INVALID_CREDENTIALS and records why each failed', async () => {
-    const user = await newUser();
-    const client = new Client(server);
+    const user = await h.newUser();
+    const client = new Client(h.server);
     const ghost = unknownEmail();
     const unknown = await attempt(client, ghost, 'some-password-1');
     const wrong = await attempt(client, user.email, wrongPassword());
@@ -153,8 +134,8 @@ describe('login', () => {
   });
 
   test('never writes a typed password into the audit log or its personal data', async () => {
-    const user = await newUser();
-    const client = new Client(server);
+    const user = await h.newUser();
+    const client = new Client(h.server);
     const typedWrong = `Typed-Secret-${randomBytes(8).toString('hex')}`;
     const typedForGhost = `Ghost-Secret-${randomBytes(8).toString('hex')}`;
     assert.equal((await attempt(client, user.email, typedWrong)).status, 401);
@@ -162,7 +143,7 @@ describe('login', () => {
     const ok = await attempt(client, user.email, user.password);
     assert.equal(ok.status, 200);
     // The records exist (so the search below looks where they are) ...
-    assert.equal((await recordsOf(ok)).length, 1);
+    assert.equal((await recordsOf(h.server, ok)).length, 1);
     // ... and none of them, nor any personal-data row, holds a typed password.
     assert.equal(await rowsContaining(typedWrong), 0);
     assert.equal(await rowsContaining(typedForGhost), 0);
@@ -172,18 +153,18 @@ describe('login', () => {
   });
 
   test('compares emails case-insensitively at login', async () => {
-    const user = await newUser();
-    const res = await attempt(new Client(server), user.email.toUpperCase(), user.password);
+    const user = await h.newUser();
+    const res = await attempt(new Client(h.server), user.email.toUpperCase(), user.password);
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.user.id, user.id);
     assert.equal(res.body.user.email, user.email);
   });
 
   test('refuses a deactivated user with 403 ACCOUNT_DEACTIVATED only after the password verified', async () => {
-    const user = await newUser();
-    const off = await admin.client.put(`/api/v1/users/${user.id}/active`, { active: false }, { token: admin.token });
+    const user = await h.newUser();
+    const off = await h.admin.client.put(`/api/v1/users/${user.id}/active`, { active: false }, { token: h.admin.token });
     assert.equal(off.status, 200, off.text);
-    const client = new Client(server);
+    const client = new Client(h.server);
 
     const right = await attempt(client, user.email, user.password);
     assertProblem(right, 403, 'ACCOUNT_DEACTIVATED');
@@ -204,11 +185,11 @@ describe('login', () => {
 
 describe('brute-force throttle', () => {
   test('locks an email after 5 counted failures: the 6th attempt, even with the right password and from elsewhere, gets 429 and is recorded as throttled', async () => {
-    const user = await newUser();
-    const attacker = new Client(server);
+    const user = await h.newUser();
+    const attacker = new Client(h.server);
     for (let i = 0; i < 5; i++) assertProblem(await attempt(attacker, user.email, wrongPassword()), 401, 'INVALID_CREDENTIALS');
 
-    const sixth = await attempt(new Client(server), user.email, user.password);
+    const sixth = await attempt(new Client(h.server), user.email, user.password);
     assertProblem(sixth, 429, 'RATE_LIMITED');
     assertRetryAfter(sixth);
     assertNoStore(sixth);
@@ -220,13 +201,13 @@ describe('brute-force throttle', () => {
     assert.deepEqual((await apiRecord(record.id)).metadata, { email: user.email, reason: 'throttled' });
 
     // The lock is on that email: the same address may still log in as someone else.
-    const other = await newUser();
+    const other = await h.newUser();
     assert.equal((await attempt(attacker, other.email, other.password)).status, 200);
   });
 
   test('does not count throttled attempts, so hammering a locked email cannot extend the lock', async () => {
-    const user = await newUser();
-    const attacker = new Client(server);
+    const user = await h.newUser();
+    const attacker = new Client(h.server);
     for (let i = 0; i < 5; i++) assert.equal((await attempt(attacker, user.email, wrongPassword())).status, 401);
     assert.equal(await countedFailures('email', user.email), 5);
     for (let i = 0; i < 4; i++) {
@@ -235,16 +216,16 @@ describe('brute-force throttle', () => {
       assertRetryAfter(res);
     }
     assert.equal(await countedFailures('email', user.email), 5);
-    const throttled = await auditRows(server, `action = 'LOGIN_FAILURE' AND actor_id = $1`, [user.id]);
+    const throttled = await auditRows(h.server, `action = 'LOGIN_FAILURE' AND actor_id = $1`, [user.id]);
     assert.equal(throttled.length, 9, 'every attempt, throttled or not, is recorded');
   });
 
   test('locks an address after 20 failures across different emails while another address still logs in', async () => {
-    const attacker = new Client(server);
+    const attacker = new Client(h.server);
     for (let i = 0; i < 20; i++) assertProblem(await attempt(attacker, unknownEmail(), wrongPassword()), 401, 'INVALID_CREDENTIALS');
     assert.equal(await countedFailures('ip', attacker.ip), 20);
 
-    const user = await newUser();
+    const user = await h.newUser();
     const locked = await attempt(attacker, user.email, user.password);
     assertProblem(locked, 429, 'RATE_LIMITED');
     assertRetryAfter(locked);
@@ -254,47 +235,47 @@ describe('brute-force throttle', () => {
     assert.deepEqual((await apiRecord(record.id)).metadata, { email: user.email, reason: 'throttled' });
     assert.equal(await countedFailures('ip', attacker.ip), 20);
 
-    const elsewhere = await attempt(new Client(server), user.email, user.password);
+    const elsewhere = await attempt(new Client(h.server), user.email, user.password);
     assert.equal(elsewhere.status, 200, elsewhere.text);
   });
 
   test('counts a wrong current_password on PUT /auth/password toward the email throttle', async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     const bad = await user.client.put(PASSWORD, { current_password: wrongPassword(), new_password: 'another-password-1' }, { token: user.token });
     assertProblem(bad, 403, 'INVALID_CREDENTIALS');
     assert.equal(await countedFailures('email', user.email), 1);
 
-    const guesser = new Client(server);
+    const guesser = new Client(h.server);
     for (let i = 0; i < 4; i++) assert.equal((await attempt(guesser, user.email, wrongPassword())).status, 401);
-    const locked = await attempt(new Client(server), user.email, user.password);
+    const locked = await attempt(new Client(h.server), user.email, user.password);
     assertProblem(locked, 429, 'RATE_LIMITED');
     assertRetryAfter(locked);
   });
 
   test('lets at most 5 of 30 parallel wrong-password logins for one email count; the rest get 429', { skip: needsPostgres }, async () => {
-    const user = await newUser();
-    const results = await Promise.all(Array.from({ length: 30 }, () => attempt(new Client(server), user.email, wrongPassword())));
+    const user = await h.newUser();
+    const results = await Promise.all(Array.from({ length: 30 }, () => attempt(new Client(h.server), user.email, wrongPassword())));
     const statuses = results.map((r) => r.status);
     const unauthorized = statuses.filter((s) => s === 401).length;
     const limited = statuses.filter((s) => s === 429).length;
     assert.equal(unauthorized + limited, 30, `only 401 and 429 answers, got ${statuses.join(',')}`);
     assert.ok(unauthorized >= 1 && unauthorized <= 5, `${unauthorized} counted failures`);
     assert.equal(await countedFailures('email', user.email), unauthorized);
-    const recorded = await auditRows(server, `action = 'LOGIN_FAILURE' AND actor_id = $1`, [user.id]);
+    const recorded = await auditRows(h.server, `action = 'LOGIN_FAILURE' AND actor_id = $1`, [user.id]);
     assert.equal(recorded.length, 30);
-    const locked = await attempt(new Client(server), user.email, user.password);
+    const locked = await attempt(new Client(h.server), user.email, user.password);
     assertProblem(locked, 429, 'RATE_LIMITED');
   });
 });
 
 describe('refresh tokens', () => {
   test('rotates: a refresh returns a new working pair and spends the presented refresh token', async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     const res = await user.client.post(REFRESH, { refresh_token: user.refreshToken });
     assert.equal(res.status, 200, res.text);
     assertNoStore(res);
     assert.equal(res.body.token_type, 'Bearer');
-    assert.equal(res.body.expires_in, server.config.accessTokenTtl);
+    assert.equal(res.body.expires_in, h.server.config.accessTokenTtl);
     assert.notEqual(res.body.refresh_token, user.refreshToken);
     assert.notEqual(res.body.access_token, user.token);
     const me = await user.client.get(PROFILE, { token: res.body.access_token });
@@ -307,13 +288,13 @@ describe('refresh tokens', () => {
   });
 
   test('treats a spent refresh token presented again as theft: revokes the whole session and records one SESSION_REVOKED', async () => {
-    const user = await newUser();
-    const other = await login(server, user.email, user.password);
+    const user = await h.newUser();
+    const other = await login(h.server, user.email, user.password);
     const rotated = await user.client.post(REFRESH, { refresh_token: user.refreshToken });
     assert.equal(rotated.status, 200);
     const { access_token: newestAccess, refresh_token: newestRefresh } = rotated.body;
 
-    const thief = new Client(server);
+    const thief = new Client(h.server);
     const reuse = await thief.post(REFRESH, { refresh_token: user.refreshToken });
     assertProblem(reuse, 401, 'TOKEN_REVOKED');
     assertNoStore(reuse);
@@ -325,7 +306,7 @@ describe('refresh tokens', () => {
     // Another session of the same user is untouched.
     assert.equal((await other.client.get(PROFILE, { token: other.token })).status, 200);
 
-    const records = await auditRows(server, `action = 'SESSION_REVOKED' AND resource_id = $1`, [user.id]);
+    const records = await auditRows(h.server, `action = 'SESSION_REVOKED' AND resource_id = $1`, [user.id]);
     assert.equal(records.length, 1, 'one SESSION_REVOKED, however often the spent token comes back');
     const record = records[0]!;
     assert.equal(record.request_id, reuse.headers.get('x-request-id'));
@@ -336,13 +317,13 @@ describe('refresh tokens', () => {
   });
 
   test('answers a garbage refresh token with 401 and records nothing', async () => {
-    const client = new Client(server);
+    const client = new Client(h.server);
     for (const token of [`tlr_${randomBytes(32).toString('base64url')}`, 'garbage']) {
       const res = await client.post(REFRESH, { refresh_token: token });
       assert.equal(res.status, 401, res.text);
       assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
       assertNoStore(res);
-      assert.equal((await recordsOf(res)).length, 0);
+      assert.equal((await recordsOf(h.server, res)).length, 0);
     }
     // A malformed token is refused like an unknown one (API.md 3), not as a validation error:
     // it is a credential, and the only true thing to say about it is that it is not valid.
@@ -350,7 +331,7 @@ describe('refresh tokens', () => {
       const malformed = await client.post(REFRESH, { refresh_token: token });
       assertProblem(malformed, 401, 'UNAUTHENTICATED');
       assert.equal(malformed.body.detail, 'The refresh token is not valid');
-      assert.equal((await recordsOf(malformed)).length, 0);
+      assert.equal((await recordsOf(h.server, malformed)).length, 0);
     }
     // Only what no token can be is a validation error, and its message says what is wrong.
     const empty = await client.post(REFRESH, { refresh_token: '' });
@@ -364,8 +345,8 @@ describe('refresh tokens', () => {
 
 describe('logout', () => {
   test("ends this session's access and refresh tokens at once, keeps the user's other sessions, and records LOGOUT", async () => {
-    const user = await newUser();
-    const other = await login(server, user.email, user.password);
+    const user = await h.newUser();
+    const other = await login(h.server, user.email, user.password);
 
     const res = await user.client.post(LOGOUT, undefined, { token: user.token });
     assert.equal(res.status, 204, res.text);
@@ -390,16 +371,16 @@ describe('logout', () => {
   });
 
   test('refuses a logout without a token with 401 and records nothing', async () => {
-    const res = await new Client(server).post(LOGOUT);
+    const res = await new Client(h.server).post(LOGOUT);
     assertProblem(res, 401, 'UNAUTHENTICATED');
-    assert.equal((await recordsOf(res)).length, 0);
+    assert.equal((await recordsOf(h.server, res)).length, 0);
   });
 });
 
 describe('password change', () => {
   test('changes the password: other sessions are revoked at once, this one keeps working, and only the new password logs in', async () => {
-    const user = await newUser();
-    const other = await login(server, user.email, user.password);
+    const user = await h.newUser();
+    const other = await login(h.server, user.email, user.password);
     const newPassword = `new-password-${randomBytes(4).toString('hex')}`;
 
     const res = await user.client.put(PASSWORD, { current_password: user.password, new_password: newPassword }, { token: user.token });
@@ -411,8 +392,8 @@ describe('password change', () => {
     assert.equal((await user.client.get(PROFILE, { token: user.token })).status, 200);
     assert.equal((await user.client.post(REFRESH, { refresh_token: user.refreshToken })).status, 200);
 
-    assertProblem(await attempt(new Client(server), user.email, user.password), 401, 'INVALID_CREDENTIALS');
-    const fresh = await attempt(new Client(server), user.email, newPassword);
+    assertProblem(await attempt(new Client(h.server), user.email, user.password), 401, 'INVALID_CREDENTIALS');
+    const fresh = await attempt(new Client(h.server), user.email, newPassword);
     assert.equal(fresh.status, 200, fresh.text);
 
     const record = await onlyRecordOf(res);
@@ -426,8 +407,8 @@ describe('password change', () => {
   });
 
   test('refuses a wrong current_password with 403 INVALID_CREDENTIALS, records a DENIED PASSWORD_CHANGED and changes nothing', async () => {
-    const user = await newUser();
-    const other = await login(server, user.email, user.password);
+    const user = await h.newUser();
+    const other = await login(h.server, user.email, user.password);
     const typed = `Typed-Current-${randomBytes(6).toString('hex')}`;
     const res = await user.client.put(PASSWORD, { current_password: typed, new_password: 'never-applied-password' }, { token: user.token });
     assertProblem(res, 403, 'INVALID_CREDENTIALS');
@@ -443,24 +424,24 @@ describe('password change', () => {
     assert.equal(await rowsContaining('never-applied-password'), 0);
 
     assert.equal((await other.client.get(PROFILE, { token: other.token })).status, 200);
-    assert.equal((await attempt(new Client(server), user.email, user.password)).status, 200);
-    assert.equal((await attempt(new Client(server), user.email, 'never-applied-password')).status, 401);
+    assert.equal((await attempt(new Client(h.server), user.email, user.password)).status, 200);
+    assert.equal((await attempt(new Client(h.server), user.email, 'never-applied-password')).status, 401);
   });
 
   test('rejects a new_password shorter than 10 characters with 400 and records nothing', async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     const res = await user.client.put(PASSWORD, { current_password: user.password, new_password: 'short-pw1' }, { token: user.token });
     assertProblem(res, 400, 'VALIDATION_FAILED');
     assert.ok(res.body.errors.some((e: { field: string }) => e.field === '/new_password'), res.text);
-    assert.equal((await recordsOf(res)).length, 0);
-    assert.equal((await attempt(new Client(server), user.email, user.password)).status, 200);
-    assert.equal((await attempt(new Client(server), user.email, 'short-pw1')).status, 401);
+    assert.equal((await recordsOf(h.server, res)).length, 0);
+    assert.equal((await attempt(new Client(h.server), user.email, user.password)).status, 200);
+    assert.equal((await attempt(new Client(h.server), user.email, 'short-pw1')).status, 401);
   });
 });
 
 describe('client address', () => {
   test('records the X-Forwarded-For address behind a trusted proxy, and the socket address when TRUST_PROXY is empty', async () => {
-    const viaProxy = new Client(server);
+    const viaProxy = new Client(h.server);
     const trusted = await attempt(viaProxy, ADMIN_EMAIL, ADMIN_PASSWORD);
     assert.equal(trusted.status, 200);
     assert.equal((await onlyRecordOf(trusted)).ip, viaProxy.ip);

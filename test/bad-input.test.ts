@@ -5,48 +5,42 @@
 // a 4xx problem+json with a code, and nothing in the database changes.
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { FastifySchema } from 'fastify';
 import { createValidatorCompiler } from '../src/http/validation.js';
-import { Client, createUser, loginAdmin, type Response, type Session } from './helpers/client.js';
-import { ADMIN_PASSWORD, startTestServer, type TestServer } from './helpers/server.js';
+import { Client, type Response, type Session } from './helpers/client.js';
+import { addMember, createProject, createTask } from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
+import { ADMIN_PASSWORD, type TestServer } from './helpers/server.js';
 
-let server: TestServer;
-let admin: Session;
+// The general rate limit would only get in the way of a thousand refused requests.
+const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
 let victim: Session;
 const ids = { project: 0, task: 0, post: 0, notification: 0, audit: 0 };
 
-before(async () => {
-  // The general rate limit would only get in the way of a thousand refused requests.
-  server = await startTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
-  admin = await loginAdmin(server);
-  victim = await createUser(server, admin);
+h.before(async () => {
+  victim = await h.newUser();
   const as = (s: Session) => ({ token: s.token });
-  const project = await admin.client.post('/api/v1/projects', { name: 'Fixture project' }, as(admin));
-  assert.equal(project.status, 201, project.text);
-  ids.project = project.body.id;
-  assert.equal((await admin.client.put(`/api/v1/projects/${ids.project}/members/${victim.id}`, { role: 'MEMBER' }, as(admin))).status, 201);
-  const task = await admin.client.post('/api/v1/tasks', { project_id: ids.project, title: 'Fixture task' }, as(admin));
-  assert.equal(task.status, 201, task.text);
-  ids.task = task.body.id;
+  ids.project = (await createProject(h.admin, { name: 'Fixture project' })).id;
+  await addMember(h.admin, ids.project, victim.id);
+  ids.task = (await createTask(h.admin, ids.project, { title: 'Fixture task' })).id;
   const post = await victim.client.post('/api/v1/posts', { content: 'Fixture post' }, as(victim));
   assert.equal(post.status, 201, post.text);
   ids.post = post.body.id;
-  assert.equal((await admin.client.put(`/api/v1/posts/${ids.post}/like`, undefined, as(admin))).status, 200);
-  assert.equal((await admin.client.post('/api/v1/messages', { text: 'Fixture message' }, as(admin))).status, 201);
+  assert.equal((await h.admin.client.put(`/api/v1/posts/${ids.post}/like`, undefined, as(h.admin))).status, 200);
+  assert.equal((await h.admin.client.post('/api/v1/messages', { text: 'Fixture message' }, as(h.admin))).status, 201);
   // The victim assigns the task to the ADMIN, who is notified (and has an unread notification).
-  assert.equal((await victim.client.put(`/api/v1/tasks/${ids.task}/assignee`, { assignee_id: admin.id }, as(victim))).status, 200);
-  let notification = await server.owner.query<{ id: number }>('SELECT id FROM notifications WHERE user_id = $1 ORDER BY id DESC LIMIT 1', [admin.id]);
+  assert.equal((await victim.client.put(`/api/v1/tasks/${ids.task}/assignee`, { assignee_id: h.admin.id }, as(victim))).status, 200);
+  let notification = await h.server.owner.query<{ id: number }>('SELECT id FROM notifications WHERE user_id = $1 ORDER BY id DESC LIMIT 1', [h.admin.id]);
   if (notification.length === 0) {
-    notification = await server.owner.query<{ id: number }>(
+    notification = await h.server.owner.query<{ id: number }>(
       `INSERT INTO notifications (user_id, kind, payload) VALUES ($1, 'task_assigned', '{}') RETURNING id`,
-      [admin.id],
+      [h.admin.id],
     );
   }
   ids.notification = notification[0]!.id;
-  ids.audit = (await server.owner.query<{ id: number }>('SELECT max(id)::int AS id FROM audit_log'))[0]!.id;
+  ids.audit = (await h.server.owner.query<{ id: number }>('SELECT max(id)::int AS id FROM audit_log'))[0]!.id;
 });
-after(() => server?.close());
 
 // ── the routes ───────────────────────────────────────────────────────────────────────────
 
@@ -83,7 +77,7 @@ interface Operation {
 }
 
 function operationOf(route: Route): Operation {
-  const spec = server.app.swagger() as { paths: Record<string, Record<string, Operation>> };
+  const spec = h.server.app.swagger() as { paths: Record<string, Record<string, Operation>> };
   const path = route.url.replace(/:([A-Za-z_]+)/g, '{$1}');
   return spec.paths[path]?.[route.method.toLowerCase()] ?? {};
 }
@@ -218,7 +212,7 @@ function urlFor(route: Route, c: Case): string {
 async function send(route: Route, c: Case): Promise<Response> {
   const headers: Record<string, string> = {};
   if (c.body !== undefined) headers['content-type'] = c.contentType ?? 'application/json';
-  return admin.client.request(route.method, urlFor(route, c), { token: admin.token, rawBody: c.body, headers });
+  return h.admin.client.request(route.method, urlFor(route, c), { token: h.admin.token, rawBody: c.body, headers });
 }
 
 // ── the database must not move ───────────────────────────────────────────────────────────
@@ -244,12 +238,12 @@ async function snapshot(): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
   for (const [table, order] of SNAPSHOT_TABLES) {
     // Table and column names come from the list above, never from input.
-    const rows = await server.owner.query<{ n: number; h: string }>(
+    const rows = await h.server.owner.query<{ n: number; h: string }>(
       `SELECT count(*)::int AS n, md5(coalesce(string_agg(t::text, '|' ORDER BY ${order}), '')) AS h FROM ${table} t`,
     );
     out[table] = `${rows[0]!.n} ${rows[0]!.h}`;
   }
-  const audit = await server.owner.query<{ n: number; h: string }>(
+  const audit = await h.server.owner.query<{ n: number; h: string }>(
     `SELECT count(*)::int AS n, md5(coalesce(string_agg(id::text || action, '|' ORDER BY id), '')) AS h
        FROM audit_log WHERE action NOT IN ('LOGIN_SUCCESS', 'LOGIN_FAILURE')`,
   );
@@ -275,7 +269,7 @@ function assertRefused(res: Response, c: Case, label: string) {
 const isApi = (r: Route) => r.url.startsWith('/api/') && r.method !== 'HEAD';
 
 test('the route list read from the app covers every module', () => {
-  const routes = routesOf(server.app).filter(isApi).map((r) => `${r.method} ${r.url}`);
+  const routes = routesOf(h.server.app).filter(isApi).map((r) => `${r.method} ${r.url}`);
   for (const expected of [
     'POST /api/v1/auth/login', 'PUT /api/v1/auth/password', 'GET /api/v1/users', 'DELETE /api/v1/users/:id', 'PUT /api/v1/users/:id/role',
     'GET /api/v1/profile/security-log', 'PUT /api/v1/projects/:id/members/:userId', 'PUT /api/v1/tasks/:id/status', 'DELETE /api/v1/posts/:id/like',
@@ -287,12 +281,12 @@ test('the route list read from the app covers every module', () => {
 });
 
 test('every /api route refuses bad input with a 4xx problem+json and changes nothing', async (t) => {
-  const routes = routesOf(server.app).filter(isApi);
+  const routes = routesOf(h.server.app).filter(isApi);
   for (const route of routes) {
     await t.test(`${route.method} ${route.url}`, async () => {
       // Should an earlier route have wrongly acted on its bad input (e.g. logged the ADMIN
       // out), that route has failed already; later routes still get a working session.
-      if ((await admin.client.get('/api/v1/profile', { token: admin.token })).status !== 200) admin = await loginAdmin(server);
+      if ((await h.admin.client.get('/api/v1/profile', { token: h.admin.token })).status !== 200) await h.reloginAdmin();
       if (route.method === 'GET') {
         // The well-formed request works, so the refusals below are the bad input's doing.
         const ok = await send(route, { name: 'baseline', status: 200 });
@@ -311,7 +305,7 @@ test('every /api route refuses bad input with a 4xx problem+json and changes not
 });
 
 test('operations routes never answer 5xx to junk', async () => {
-  const c = new Client(server);
+  const c = new Client(h.server);
   for (const path of ['/health/live', '/health/ready', '/metrics', '/docs', '/docs/json']) {
     for (const query of ['', '?x=%00', `?x=${'y'.repeat(8000)}`, '?%zz=1']) {
       const res = await c.get(`${path}${query}`);
@@ -325,7 +319,7 @@ test('operations routes never answer 5xx to junk', async () => {
 
 /** Writes raw bytes and returns whatever the server answers before it closes the connection. */
 function rawExchange(chunks: string[]): Promise<string> {
-  const { hostname, port } = new URL(server.url);
+  const { hostname, port } = new URL(h.server.url);
   return new Promise((resolve) => {
     let out = '';
     const socket = net.connect(Number(port), hostname, () => {
@@ -344,10 +338,10 @@ test('a request with a 100 kB header is refused with 431 or 400, never a 500, an
   const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(raw)?.[1]);
   assert.ok(status === 431 || status === 400, `status line: ${raw.slice(0, 60)}`);
 
-  const viaHttp = await new Client(server).get(`/api/v1/users?q=${'a'.repeat(100 * 1024)}`, { token: admin.token });
+  const viaHttp = await new Client(h.server).get(`/api/v1/users?q=${'a'.repeat(100 * 1024)}`, { token: h.admin.token });
   assert.ok(viaHttp.status === 431 || viaHttp.status === 414 || viaHttp.status === 400, `a 100 kB query string: ${viaHttp.status}`);
 
-  const alive = await admin.client.get('/api/v1/profile', { token: admin.token });
+  const alive = await h.admin.client.get('/api/v1/profile', { token: h.admin.token });
   assert.equal(alive.status, 200);
 });
 
@@ -356,6 +350,6 @@ test('a 10 MB header never gets a 5xx and the server keeps serving', async () =>
   const raw = await rawExchange(['GET /api/v1/users HTTP/1.1\r\nHost: x\r\nX-Huge: ', ...Array.from({ length: 10 }, () => chunk), '\r\n\r\n']);
   assert.doesNotMatch(raw, /^HTTP\/1\.1 5\d\d/);
   if (raw) assert.match(raw, /^HTTP\/1\.1 (431|400) /);
-  const alive = await admin.client.get('/health/live');
+  const alive = await h.admin.client.get('/health/live');
   assert.equal(alive.status, 200);
 });

@@ -3,27 +3,19 @@
 // their tasks; deleting a project takes its tasks and messages. In every case each audit
 // record written before stays exactly as it was, and the deletion adds exactly one record.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { Client, auditRows, createUser, loginAdmin, type Session } from './helpers/client.js';
+import { describe, test } from 'node:test';
+import { Client, auditRows, type Session } from './helpers/client.js';
 import {
   addMember, countRows, createProject, createTask, postMessage, recordsOf,
   type ProjectBody, type TaskBody,
-} from './helpers/projects-fixtures.js';
-import { needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
+} from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
+import { needsPostgres } from './helpers/server.js';
 
-let server: TestServer;
-let admin: Session;
-
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
-});
-after(() => server?.close());
-
-const user = () => createUser(server, admin);
+const h = useTestServer();
 
 /** The whole audit table, every column, as the database holds it. */
-const auditTable = () => server.owner.query<Record<string, unknown> & { id: number }>('SELECT * FROM audit_log ORDER BY id');
+const auditTable = () => h.server.owner.query<Record<string, unknown> & { id: number }>('SELECT * FROM audit_log ORDER BY id');
 
 /**
  * Runs fn and checks that every audit row that existed before is unchanged afterwards;
@@ -55,11 +47,11 @@ async function task(by: Session, id: number): Promise<TaskBody> {
   return res.body;
 }
 
-const deleteUser = (id: number) => admin.client.delete(`/api/v1/users/${id}`, { token: admin.token });
+const deleteUser = (id: number) => h.admin.client.delete(`/api/v1/users/${id}`, { token: h.admin.token });
 
 /** What a refused deletion must leave as it was. */
 async function userFootprint(id: number) {
-  const q = (sql: string) => server.owner.query(sql, [id]);
+  const q = (sql: string) => h.server.owner.query(sql, [id]);
   return {
     user: await q('SELECT id, email, name, role, active, version FROM users WHERE id = $1'),
     posts: await q('SELECT * FROM posts WHERE author_id = $1 ORDER BY id'),
@@ -74,9 +66,9 @@ async function userFootprint(id: number) {
 
 describe('deleting a user', () => {
   test('removes their posts, likes, messages, notifications and memberships, unassigns their tasks, and keeps every audit record', async () => {
-    const victim = await user();
-    const alice = await user();
-    const bob = await user();
+    const victim = await h.newUser();
+    const alice = await h.newUser();
+    const bob = await h.newUser();
 
     // Projects: a member of Alice's, co-OWNER of Bob's, and creator of one handed to Alice.
     const pAlice = await createProject(alice);
@@ -107,8 +99,8 @@ describe('deleting a user', () => {
     await postMessage(victim, `project:${pAlice.id}`);
     const aliceMessage = await postMessage(alice, `project:${pAlice.id}`);
 
-    assert.ok((await countRows(server, 'notifications WHERE user_id = $1', [victim.id])) >= 3, 'the victim has notifications to lose');
-    const naming = await auditRows(server, `actor_id = $1 OR (resource_type = 'USER' AND resource_id = $1) OR metadata->>'userId' = $2`, [victim.id, String(victim.id)]);
+    assert.ok((await countRows(h.server, 'notifications WHERE user_id = $1', [victim.id])) >= 3, 'the victim has notifications to lose');
+    const naming = await auditRows(h.server, `actor_id = $1 OR (resource_type = 'USER' AND resource_id = $1) OR metadata->>'userId' = $2`, [victim.id, String(victim.id)]);
     assert.ok(naming.length >= 8, 'there are audit records naming the victim');
 
     let res!: Awaited<ReturnType<typeof deleteUser>>;
@@ -116,16 +108,16 @@ describe('deleting a user', () => {
       res = await deleteUser(victim.id);
       assert.equal(res.status, 204, res.text);
     });
-    assert.deepEqual(added.map((r) => [r.action, r.result, r.actor_id, r.resource_type, r.resource_id]), [['DELETE_USER', 'SUCCESS', admin.id, 'USER', victim.id]]);
-    assert.deepEqual((await recordsOf(server, res)).map((r) => r.action), ['DELETE_USER']);
+    assert.deepEqual(added.map((r) => [r.action, r.result, r.actor_id, r.resource_type, r.resource_id]), [['DELETE_USER', 'SUCCESS', h.admin.id, 'USER', victim.id]]);
+    assert.deepEqual((await recordsOf(h.server, res)).map((r) => r.action), ['DELETE_USER']);
 
     // Gone with them.
-    assert.equal(await countRows(server, 'users WHERE id = $1', [victim.id]), 0);
-    assert.equal(await countRows(server, 'posts WHERE author_id = $1', [victim.id]), 0);
-    assert.equal(await countRows(server, 'post_likes WHERE user_id = $1 OR post_id = $2', [victim.id, victimPost.id]), 0);
-    assert.equal(await countRows(server, 'messages WHERE author_id = $1', [victim.id]), 0);
-    assert.equal(await countRows(server, 'notifications WHERE user_id = $1', [victim.id]), 0);
-    assert.equal(await countRows(server, 'project_members WHERE user_id = $1', [victim.id]), 0);
+    assert.equal(await countRows(h.server, 'users WHERE id = $1', [victim.id]), 0);
+    assert.equal(await countRows(h.server, 'posts WHERE author_id = $1', [victim.id]), 0);
+    assert.equal(await countRows(h.server, 'post_likes WHERE user_id = $1 OR post_id = $2', [victim.id, victimPost.id]), 0);
+    assert.equal(await countRows(h.server, 'messages WHERE author_id = $1', [victim.id]), 0);
+    assert.equal(await countRows(h.server, 'notifications WHERE user_id = $1', [victim.id]), 0);
+    assert.equal(await countRows(h.server, 'project_members WHERE user_id = $1', [victim.id]), 0);
     assert.equal((await alice.client.get(`/api/v1/posts/${victimPost.id}`, { token: alice.token })).status, 404);
     const after = await alice.client.get(`/api/v1/posts/${alicePost.id}`, { token: alice.token });
     assert.equal(after.body.like_count, 1, 'like_count drops with the deleted liker');
@@ -153,8 +145,8 @@ describe('deleting a user', () => {
   });
 
   test("refuses with 409 LAST_OWNER, naming the projects, to delete a project's only OWNER, and changes nothing", async () => {
-    const solo = await user();
-    const bob = await user();
+    const solo = await h.newUser();
+    const bob = await h.newUser();
     const first = await createProject(solo);
     const second = await createProject(solo);
     const shared = await createProject(bob);
@@ -183,29 +175,29 @@ describe('deleting a user', () => {
     assert.equal(del.status, 204, del.text);
     const ok = await deleteUser(solo.id);
     assert.equal(ok.status, 204, ok.text);
-    assert.equal(await countRows(server, 'project_members WHERE project_id = $1', [first.id]), 1);
+    assert.equal(await countRows(h.server, 'project_members WHERE project_id = $1', [first.id]), 1);
   });
 
   test('never leaves a project without an OWNER when a co-OWNER is deleted while the other steps down', { skip: needsPostgres }, async () => {
     for (let round = 0; round < 8; round++) {
-      const leaving = await user();
-      const doomed = await user();
+      const leaving = await h.newUser();
+      const doomed = await h.newUser();
       const p = await createProject(leaving);
       await addMember(leaving, p.id, doomed.id, 'OWNER');
       const stepDown = round % 2 === 0
         ? () => leaving.client.delete(`/api/v1/projects/${p.id}/members/${leaving.id}`, { token: leaving.token })
         : () => leaving.client.put(`/api/v1/projects/${p.id}/members/${leaving.id}`, { role: 'MEMBER' }, { token: leaving.token });
       const [del, left] = await Promise.all([deleteUser(doomed.id), stepDown()]);
-      const owners = await countRows(server, `project_members WHERE project_id = $1 AND role = 'OWNER'`, [p.id]);
+      const owners = await countRows(h.server, `project_members WHERE project_id = $1 AND role = 'OWNER'`, [p.id]);
       assert.equal(owners, 1, `round ${round}: deletion ${del.status}, step-down ${left.status}`);
       assert.deepEqual([del.status, left.status].map((s) => (s === 200 ? 204 : s)).sort(), [204, 409], `${del.text} ${left.text}`);
     }
   });
 
   test('lets a re-login attempt of the deleted user fail like an unknown email', async () => {
-    const gone = await user();
+    const gone = await h.newUser();
     assert.equal((await deleteUser(gone.id)).status, 204);
-    const res = await new Client(server).post('/api/v1/auth/login', { email: gone.email, password: gone.password });
+    const res = await new Client(h.server).post('/api/v1/auth/login', { email: gone.email, password: gone.password });
     assert.equal(res.status, 401);
     assert.equal(res.body.code, 'INVALID_CREDENTIALS');
   });
@@ -213,8 +205,8 @@ describe('deleting a user', () => {
 
 describe('deleting a project', () => {
   test('removes its tasks, messages and memberships, keeps everything else, and keeps every audit record', async () => {
-    const alice = await user();
-    const bob = await user();
+    const alice = await h.newUser();
+    const bob = await h.newUser();
     const doomed = await createProject(alice);
     const kept = await createProject(alice);
     await addMember(alice, doomed.id, bob.id);
@@ -232,7 +224,7 @@ describe('deleting a project', () => {
     const keptMessage = await postMessage(bob, `project:${kept.id}`);
     const generalMessage = await postMessage(bob, 'general');
     const aboutDoomed = await auditRows(
-      server,
+      h.server,
       `(resource_type = 'PROJECT' AND resource_id = $1) OR (resource_type = 'TASK' AND resource_id = ANY($2::bigint[]))`,
       [doomed.id, doomedTasks.map((t) => t.id)],
     );
@@ -246,18 +238,18 @@ describe('deleting a project', () => {
     assert.deepEqual(added.map((r) => [r.action, r.result, r.actor_id, r.resource_type, r.resource_id]), [['DELETE_PROJECT', 'SUCCESS', alice.id, 'PROJECT', doomed.id]]);
     assert.deepEqual(added[0]!.metadata, { name: doomed.name, taskCount: 3 });
 
-    assert.equal(await countRows(server, 'tasks WHERE project_id = $1', [doomed.id]), 0);
+    assert.equal(await countRows(h.server, 'tasks WHERE project_id = $1', [doomed.id]), 0);
     for (const t of doomedTasks) assert.equal((await alice.client.get(`/api/v1/tasks/${t.id}`, { token: alice.token })).status, 404);
-    assert.equal(await countRows(server, 'messages WHERE room = $1', [`project:${doomed.id}`]), 0);
-    assert.equal(await countRows(server, 'project_members WHERE project_id = $1', [doomed.id]), 0);
+    assert.equal(await countRows(h.server, 'messages WHERE room = $1', [`project:${doomed.id}`]), 0);
+    assert.equal(await countRows(h.server, 'project_members WHERE project_id = $1', [doomed.id]), 0);
     assert.equal((await bob.client.get(`/api/v1/messages?room=project:${doomed.id}`, { token: bob.token })).status, 404);
 
     // Nothing outside the project is touched.
     assert.equal((await task(bob, keptTask.id)).assignee_id, bob.id);
     const keptChat = await bob.client.get(`/api/v1/messages?room=project:${kept.id}`, { token: bob.token });
     assert.deepEqual(keptChat.body.data.map((m: { id: number }) => m.id), [keptMessage.id]);
-    assert.equal(await countRows(server, 'messages WHERE id = $1', [generalMessage.id]), 1);
-    assert.equal(await countRows(server, 'users WHERE id = ANY($1::bigint[])', [[alice.id, bob.id]]), 2);
-    assert.equal(await countRows(server, 'project_members WHERE project_id = $1', [kept.id]), 2);
+    assert.equal(await countRows(h.server, 'messages WHERE id = $1', [generalMessage.id]), 1);
+    assert.equal(await countRows(h.server, 'users WHERE id = ANY($1::bigint[])', [[alice.id, bob.id]]), 2);
+    assert.equal(await countRows(h.server, 'project_members WHERE project_id = $1', [kept.id]), 2);
   });
 });

@@ -66,10 +66,10 @@ async function withServer(fn: (server: TestServer) => Promise<void>): Promise<vo
   if (databaseUrl) {
     const db = createPostgresDatabase({ url: databaseUrl, poolSize: 3, role: APP_ROLE, onError: () => {} });
     const owner = createPostgresDatabase({ url: databaseUrl, poolSize: 2, onError: () => {} });
-    database = { db, owner, databaseUrl, drop: async () => void (await Promise.all([db.close(), owner.close()])) };
+    database = { name: new URL(databaseUrl).pathname.slice(1), db, owner, databaseUrl, drop: async () => void (await Promise.all([db.close(), owner.close()])) };
   } else {
     const db = await createPgliteDatabase(path.join(dataDir, 'pglite'), () => {});
-    database = { db, owner: db, databaseUrl: undefined, drop: () => db.close() };
+    database = { name: path.basename(dataDir), db, owner: db, databaseUrl: undefined, drop: () => db.close() };
   }
   try {
     const server = await startTestServer({ database });

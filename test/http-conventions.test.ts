@@ -3,32 +3,22 @@
 // If-Match/412 and cursor pagination.
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { after, before, describe, test } from 'node:test';
-import { Client, auditRows, createUser, loginAdmin, type Response, type Session } from './helpers/client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, startTestServer, type TestServer } from './helpers/server.js';
+import { describe, test } from 'node:test';
+import { Client, assertProblem as assertProblemAnswer, auditRows, type Response } from './helpers/client.js';
+import { useTestServer } from './helpers/harness.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD } from './helpers/server.js';
 
-let server: TestServer;
-let admin: Session;
-
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
-});
-after(() => server?.close());
+const h = useTestServer();
 
 const PROBLEM_FIELDS = ['type', 'title', 'status', 'detail', 'code', 'instance', 'request_id'] as const;
 
 /** Asserts an RFC 9457 problem document with the given status and code, and returns its body. */
+/** The shared problem check, plus every member of the document, its cache policy and instance. */
 function assertProblem(res: Response, status: number, code: string, instance?: string) {
-  assert.equal(res.status, status, `expected ${status} ${code}, got ${res.status}: ${res.text}`);
-  assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
+  assertProblemAnswer(res, status, code);
   for (const field of PROBLEM_FIELDS) assert.ok(field in res.body, `problem body lacks ${field}: ${res.text}`);
-  assert.equal(res.body.status, status);
-  assert.equal(res.body.code, code);
   assert.equal(typeof res.body.type, 'string');
   assert.equal(typeof res.body.title, 'string');
-  assert.equal(typeof res.body.detail, 'string');
-  assert.equal(res.body.request_id, res.headers.get('x-request-id'));
   assert.equal(res.headers.get('cache-control'), 'no-store');
   if (instance !== undefined) assert.equal(res.body.instance, instance);
   return res.body;
@@ -42,7 +32,7 @@ function assertStandardHeaders(res: Response, label: string) {
 
 /** Sends raw bytes over a socket (for requests fetch refuses to send) and returns the raw response. */
 function rawRequest(request: string): Promise<string> {
-  const { hostname, port } = new URL(server.url);
+  const { hostname, port } = new URL(h.server.url);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), hostname, () => socket.write(request));
     let out = '';
@@ -55,44 +45,44 @@ function rawRequest(request: string): Promise<string> {
 
 describe('the unversioned alias', () => {
   test('serves GET and DELETE /api/users/:id as /api/v1/users/:id', async () => {
-    const victim = await createUser(server, admin);
-    const got = await admin.client.get(`/api/users/${victim.id}`, { token: admin.token });
+    const victim = await h.newUser();
+    const got = await h.admin.client.get(`/api/users/${victim.id}`, { token: h.admin.token });
     assert.equal(got.status, 200);
     assert.equal(got.body.id, victim.id);
     assert.equal(got.body.email, victim.email);
 
-    const deleted = await admin.client.delete(`/api/users/${victim.id}`, { token: admin.token });
+    const deleted = await h.admin.client.delete(`/api/users/${victim.id}`, { token: h.admin.token });
     assert.equal(deleted.status, 204);
-    assert.equal((await admin.client.get(`/api/v1/users/${victim.id}`, { token: admin.token })).status, 404);
-    const records = await auditRows(server, `action = 'DELETE_USER' AND resource_id = $1`, [victim.id]);
+    assert.equal((await h.admin.client.get(`/api/v1/users/${victim.id}`, { token: h.admin.token })).status, 404);
+    const records = await auditRows(h.server, `action = 'DELETE_USER' AND resource_id = $1`, [victim.id]);
     assert.equal(records.length, 1);
   });
 
   test('reports problems under the canonical path and leaves /api/v1 itself alone', async () => {
-    const res = await admin.client.get('/api/no-such-thing', { token: admin.token });
+    const res = await h.admin.client.get('/api/no-such-thing', { token: h.admin.token });
     assertProblem(res, 404, 'NOT_FOUND', '/api/v1/no-such-thing');
-    const root = await admin.client.get('/api/v1', { token: admin.token });
+    const root = await h.admin.client.get('/api/v1', { token: h.admin.token });
     assertProblem(root, 404, 'NOT_FOUND', '/api/v1');
   });
 });
 
 describe('API-Version and X-Request-Id', () => {
   test('are on every kind of response: success, 201, 204, 304, errors, 404, 405, 413, 415, health, OpenAPI', async () => {
-    const c = admin.client;
-    const victim = await createUser(server, admin);
-    const list = await c.get('/api/v1/users', { token: admin.token });
+    const c = h.admin.client;
+    const victim = await h.newUser();
+    const list = await c.get('/api/v1/users', { token: h.admin.token });
     const responses: Array<[string, Response]> = [
       ['GET 200', list],
-      ['304', await c.get('/api/v1/users', { token: admin.token, headers: { 'if-none-match': list.headers.get('etag')! } })],
-      ['POST 201', await c.post('/api/v1/posts', { content: 'headers' }, { token: admin.token })],
-      ['DELETE 204', await c.delete(`/api/v1/users/${victim.id}`, { token: admin.token })],
+      ['304', await c.get('/api/v1/users', { token: h.admin.token, headers: { 'if-none-match': list.headers.get('etag')! } })],
+      ['POST 201', await c.post('/api/v1/posts', { content: 'headers' }, { token: h.admin.token })],
+      ['DELETE 204', await c.delete(`/api/v1/users/${victim.id}`, { token: h.admin.token })],
       ['401', await c.get('/api/v1/users')],
-      ['400', await c.get('/api/v1/users?limit=0', { token: admin.token })],
+      ['400', await c.get('/api/v1/users?limit=0', { token: h.admin.token })],
       ['404', await c.get('/api/v1/nothing-here')],
       ['404 outside /api', await c.get('/nothing-here')],
-      ['405', await c.request('PATCH', '/api/v1/users', { token: admin.token })],
-      ['413', await c.request('POST', '/api/v1/posts', { token: admin.token, rawBody: `{"content":"${'x'.repeat(1024 * 1024)}"}`, headers: { 'content-type': 'application/json' } })],
-      ['415', await c.request('POST', '/api/v1/posts', { token: admin.token, rawBody: 'hello', headers: { 'content-type': 'text/plain' } })],
+      ['405', await c.request('PATCH', '/api/v1/users', { token: h.admin.token })],
+      ['413', await c.request('POST', '/api/v1/posts', { token: h.admin.token, rawBody: `{"content":"${'x'.repeat(1024 * 1024)}"}`, headers: { 'content-type': 'application/json' } })],
+      ['415', await c.request('POST', '/api/v1/posts', { token: h.admin.token, rawBody: 'hello', headers: { 'content-type': 'text/plain' } })],
       ['health live', await c.get('/health/live')],
       ['health ready', await c.get('/health/ready')],
       ['openapi', await c.get('/api/v1/openapi.json')],
@@ -102,7 +92,7 @@ describe('API-Version and X-Request-Id', () => {
   });
 
   test('echoes a sane incoming X-Request-Id and uses it as request_id in problem bodies and audit records', async () => {
-    const c = new Client(server);
+    const c = new Client(h.server);
     const id = `req-${Date.now()}.abc:1@x_Y`;
     const missing = await c.get('/api/v1/nowhere', { headers: { 'x-request-id': id } });
     assert.equal(missing.headers.get('x-request-id'), id);
@@ -116,12 +106,12 @@ describe('API-Version and X-Request-Id', () => {
     const res = await c.post('/api/v1/auth/login', { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }, { headers: { 'x-request-id': loginId } });
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('x-request-id'), loginId);
-    const records = await auditRows(server, `action = 'LOGIN_SUCCESS' AND request_id = $1`, [loginId]);
+    const records = await auditRows(h.server, `action = 'LOGIN_SUCCESS' AND request_id = $1`, [loginId]);
     assert.equal(records.length, 1);
   });
 
   test('replaces an insane X-Request-Id (too long, spaces, a tab, odd characters) with a generated one', async () => {
-    const c = new Client(server);
+    const c = new Client(h.server);
     const insane = ['a'.repeat(129), 'has spaces', 'tab\there', 'semi;colon', 'quote"d', '<script>', 'é-accent'];
     const seen = new Set<string>();
     for (const given of insane) {
@@ -138,7 +128,7 @@ describe('API-Version and X-Request-Id', () => {
   test('refuses a request id carrying control characters at the HTTP parser with a 400, never a 500, and keeps serving', async () => {
     const raw = await rawRequest(`GET /api/v1/users HTTP/1.1\r\nHost: x\r\nX-Request-Id: ab\x01cd\r\nConnection: close\r\n\r\n`);
     assert.match(raw, /^HTTP\/1\.1 400 /);
-    const after = await new Client(server).get('/health/live');
+    const after = await new Client(h.server).get('/health/live');
     assert.equal(after.status, 200);
   });
 
@@ -162,54 +152,54 @@ describe('API-Version and X-Request-Id', () => {
 
 describe('problem+json for every error', () => {
   test('an unknown route is 404 NOT_FOUND', async () => {
-    const res = await new Client(server).get('/api/v1/unknown/route?x=1');
+    const res = await new Client(h.server).get('/api/v1/unknown/route?x=1');
     const body = assertProblem(res, 404, 'NOT_FOUND', '/api/v1/unknown/route');
     assert.equal(body.title, 'Not found');
     assert.equal(body.type, '/problems/not-found');
   });
 
   test('a wrong method on a known path is 405 METHOD_NOT_ALLOWED with an Allow header', async () => {
-    const res = await admin.client.request('PATCH', `/api/v1/users/${admin.id}`, { token: admin.token, body: { name: 'x' } });
-    assertProblem(res, 405, 'METHOD_NOT_ALLOWED', `/api/v1/users/${admin.id}`);
+    const res = await h.admin.client.request('PATCH', `/api/v1/users/${h.admin.id}`, { token: h.admin.token, body: { name: 'x' } });
+    assertProblem(res, 405, 'METHOD_NOT_ALLOWED', `/api/v1/users/${h.admin.id}`);
     const allow = (res.headers.get('allow') ?? '').split(',').map((m) => m.trim());
     for (const m of ['GET', 'PUT', 'DELETE']) assert.ok(allow.includes(m), `Allow lists ${m}: ${allow.join(', ')}`);
     assert.ok(!allow.includes('PATCH'));
 
-    const onCollection = await admin.client.request('DELETE', '/api/v1/posts', { token: admin.token });
+    const onCollection = await h.admin.client.request('DELETE', '/api/v1/posts', { token: h.admin.token });
     assertProblem(onCollection, 405, 'METHOD_NOT_ALLOWED');
     assert.deepEqual((onCollection.headers.get('allow') ?? '').split(', ').filter((m) => m !== 'HEAD').sort(), ['GET', 'POST']);
   });
 
   test('Accept: text/html on an /api route is 406 NOT_ACCEPTABLE, before authentication', async () => {
-    const res = await new Client(server).get('/api/v1/users', { headers: { accept: 'text/html' } });
+    const res = await new Client(h.server).get('/api/v1/users', { headers: { accept: 'text/html' } });
     assertProblem(res, 406, 'NOT_ACCEPTABLE', '/api/v1/users');
-    const json = await admin.client.get('/api/v1/users', { token: admin.token, headers: { accept: 'text/html, application/json;q=0.5' } });
+    const json = await h.admin.client.get('/api/v1/users', { token: h.admin.token, headers: { accept: 'text/html, application/json;q=0.5' } });
     assert.equal(json.status, 200);
-    const refused = await admin.client.get('/api/v1/users', { token: admin.token, headers: { accept: 'application/json;q=0, text/html' } });
+    const refused = await h.admin.client.get('/api/v1/users', { token: h.admin.token, headers: { accept: 'application/json;q=0, text/html' } });
     assertProblem(refused, 406, 'NOT_ACCEPTABLE');
   });
 
   test('a text/plain body on a POST is 415 UNSUPPORTED_MEDIA_TYPE and creates nothing', async () => {
-    const before = await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM posts');
-    const res = await admin.client.request('POST', '/api/v1/posts', {
-      token: admin.token,
+    const before = await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM posts');
+    const res = await h.admin.client.request('POST', '/api/v1/posts', {
+      token: h.admin.token,
       rawBody: JSON.stringify({ content: 'looks like JSON' }),
       headers: { 'content-type': 'text/plain' },
     });
     assertProblem(res, 415, 'UNSUPPORTED_MEDIA_TYPE', '/api/v1/posts');
-    const form = await admin.client.request('POST', '/api/v1/posts', {
-      token: admin.token,
+    const form = await h.admin.client.request('POST', '/api/v1/posts', {
+      token: h.admin.token,
       rawBody: 'content=hi',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
     });
     assertProblem(form, 415, 'UNSUPPORTED_MEDIA_TYPE');
-    const after = await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM posts');
+    const after = await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM posts');
     assert.equal(after[0]!.n, before[0]!.n);
   });
 
   test('a body over 1 MiB is 413 PAYLOAD_TOO_LARGE', async () => {
-    const res = await admin.client.request('POST', '/api/v1/posts', {
-      token: admin.token,
+    const res = await h.admin.client.request('POST', '/api/v1/posts', {
+      token: h.admin.token,
       rawBody: JSON.stringify({ content: 'x'.repeat(1024 * 1024) }),
       headers: { 'content-type': 'application/json' },
     });
@@ -218,61 +208,61 @@ describe('problem+json for every error', () => {
 
   test('malformed JSON is 400 MALFORMED_JSON', async () => {
     for (const raw of ['{"content": "x"', "{'content': 'x'}", '{"content": "x",}', 'nul']) {
-      const res = await admin.client.request('POST', '/api/v1/posts', { token: admin.token, rawBody: raw, headers: { 'content-type': 'application/json' } });
+      const res = await h.admin.client.request('POST', '/api/v1/posts', { token: h.admin.token, rawBody: raw, headers: { 'content-type': 'application/json' } });
       const body = assertProblem(res, 400, 'MALFORMED_JSON', '/api/v1/posts');
       assert.equal(body.type, '/problems/malformed-json');
     }
   });
 
   test('validation errors are 400 VALIDATION_FAILED with errors[] of {field, message}', async () => {
-    const res = await admin.client.post('/api/v1/users', { email: 'valid@x.test', name: 'n'.repeat(101), password: 'password-1234' }, { token: admin.token });
+    const res = await h.admin.client.post('/api/v1/users', { email: 'valid@x.test', name: 'n'.repeat(101), password: 'password-1234' }, { token: h.admin.token });
     const body = assertProblem(res, 400, 'VALIDATION_FAILED', '/api/v1/users');
     assert.equal(body.type, '/problems/validation');
     assert.ok(Array.isArray(body.errors) && body.errors.length >= 1);
     assert.deepEqual({ field: body.errors[0].field, message: body.errors[0].message }, { field: '/name', message: 'must have at most 100 characters' });
     assert.match(body.detail, /name must have at most 100 characters/);
 
-    const unknown = await admin.client.post('/api/v1/posts', { content: 'x', author_id: 1 }, { token: admin.token });
+    const unknown = await h.admin.client.post('/api/v1/posts', { content: 'x', author_id: 1 }, { token: h.admin.token });
     const u = assertProblem(unknown, 400, 'VALIDATION_FAILED');
     assert.equal(u.errors[0].field, '/author_id');
     assert.equal(u.errors[0].message, 'is not allowed');
 
-    const missing = await admin.client.post('/api/v1/posts', {}, { token: admin.token });
+    const missing = await h.admin.client.post('/api/v1/posts', {}, { token: h.admin.token });
     const m = assertProblem(missing, 400, 'VALIDATION_FAILED');
     assert.deepEqual({ field: m.errors[0].field, message: m.errors[0].message }, { field: '/content', message: 'is required' });
 
-    const query = await admin.client.get('/api/v1/users?limit=abc', { token: admin.token });
+    const query = await h.admin.client.get('/api/v1/users?limit=abc', { token: h.admin.token });
     const q = assertProblem(query, 400, 'VALIDATION_FAILED');
     assert.equal(q.errors[0].field, '/limit');
     assert.equal(typeof q.errors[0].message, 'string');
   });
 
   test('unknown query parameters are 400 even on routes that declare none', async () => {
-    const res = await admin.client.get('/api/v1/profile?verbose=1', { token: admin.token });
+    const res = await h.admin.client.get('/api/v1/profile?verbose=1', { token: h.admin.token });
     const body = assertProblem(res, 400, 'VALIDATION_FAILED');
     assert.equal(body.errors[0].field, '/verbose');
-    const listed = await admin.client.get('/api/v1/users?sort=name', { token: admin.token });
+    const listed = await h.admin.client.get('/api/v1/users?sort=name', { token: h.admin.token });
     assert.equal(assertProblem(listed, 400, 'VALIDATION_FAILED').errors[0].field, '/sort');
   });
 
   test('a body on a route that takes none is 400 and the route does nothing', async () => {
-    const victim = await createUser(server, admin);
-    const res = await admin.client.request('DELETE', `/api/v1/users/${victim.id}`, { token: admin.token, body: { reason: 'spam' } });
+    const victim = await h.newUser();
+    const res = await h.admin.client.request('DELETE', `/api/v1/users/${victim.id}`, { token: h.admin.token, body: { reason: 'spam' } });
     const body = assertProblem(res, 400, 'VALIDATION_FAILED');
     assert.equal(body.errors[0].field, '/reason');
-    assert.equal((await admin.client.get(`/api/v1/users/${victim.id}`, { token: admin.token })).status, 200);
+    assert.equal((await h.admin.client.get(`/api/v1/users/${victim.id}`, { token: h.admin.token })).status, 200);
     // An empty object or no body at all is fine.
-    assert.equal((await admin.client.request('DELETE', `/api/v1/users/${victim.id}`, { token: admin.token, body: {} })).status, 204);
+    assert.equal((await h.admin.client.request('DELETE', `/api/v1/users/${victim.id}`, { token: h.admin.token, body: {} })).status, 204);
   });
 
   test(
     'a malformed percent-encoding in the path is 400 problem+json with API-Version and X-Request-Id',
     async () => {
-      const res = await admin.client.get('/api/v1/users/%zz', { token: admin.token, headers: { 'x-request-id': 'bad-url-1' } });
+      const res = await h.admin.client.get('/api/v1/users/%zz', { token: h.admin.token, headers: { 'x-request-id': 'bad-url-1' } });
       assertProblem(res, 400, 'VALIDATION_FAILED');
       assertStandardHeaders(res, 'bad url');
       assert.equal(res.body.request_id, 'bad-url-1');
-      const long = await admin.client.get(`/api/v1/users/${'9'.repeat(150)}`, { token: admin.token });
+      const long = await h.admin.client.get(`/api/v1/users/${'9'.repeat(150)}`, { token: h.admin.token });
       assertProblem(long, 400, 'VALIDATION_FAILED');
     },
   );
@@ -280,24 +270,24 @@ describe('problem+json for every error', () => {
 
 describe('Cache-Control', () => {
   test('authenticated GETs are private, no-cache', async () => {
-    for (const path of ['/api/v1/users', `/api/v1/users/${admin.id}`, '/api/v1/profile', '/api/v1/posts', '/api/users']) {
-      const res = await admin.client.get(path, { token: admin.token });
+    for (const path of ['/api/v1/users', `/api/v1/users/${h.admin.id}`, '/api/v1/profile', '/api/v1/posts', '/api/users']) {
+      const res = await h.admin.client.get(path, { token: h.admin.token });
       assert.equal(res.status, 200, path);
       assert.equal(res.headers.get('cache-control'), 'private, no-cache', path);
     }
   });
 
   test('mutations and /auth/* are no-store', async () => {
-    const c = admin.client;
-    const created = await c.post('/api/v1/posts', { content: 'cache' }, { token: admin.token });
+    const c = h.admin.client;
+    const created = await c.post('/api/v1/posts', { content: 'cache' }, { token: h.admin.token });
     assert.equal(created.status, 201);
-    const liked = await c.put(`/api/v1/posts/${created.body.id}/like`, undefined, { token: admin.token });
+    const liked = await c.put(`/api/v1/posts/${created.body.id}/like`, undefined, { token: h.admin.token });
     assert.equal(liked.status, 200);
-    const deleted = await c.delete(`/api/v1/posts/${created.body.id}`, { token: admin.token });
+    const deleted = await c.delete(`/api/v1/posts/${created.body.id}`, { token: h.admin.token });
     assert.equal(deleted.status, 204);
-    const login = await new Client(server).post('/api/v1/auth/login', { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
+    const login = await new Client(h.server).post('/api/v1/auth/login', { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
     assert.equal(login.status, 200);
-    const refresh = await new Client(server).post('/api/v1/auth/refresh', { refresh_token: login.body.refresh_token });
+    const refresh = await new Client(h.server).post('/api/v1/auth/refresh', { refresh_token: login.body.refresh_token });
     assert.equal(refresh.status, 200);
     for (const [label, res] of [['POST', created], ['PUT', liked], ['DELETE', deleted], ['login', login], ['refresh', refresh]] as const) {
       assert.equal(res.headers.get('cache-control'), 'no-store', label);
@@ -305,8 +295,8 @@ describe('Cache-Control', () => {
   });
 
   test('errors are no-store, and the OpenAPI document is public, max-age=300', async () => {
-    const c = new Client(server);
-    for (const res of [await c.get('/api/v1/users'), await c.get('/api/v1/nope'), await c.get(`/api/v1/users/abc`, { token: admin.token })]) {
+    const c = new Client(h.server);
+    for (const res of [await c.get('/api/v1/users'), await c.get('/api/v1/nope'), await c.get(`/api/v1/users/abc`, { token: h.admin.token })]) {
       assert.ok(res.status >= 400);
       assert.equal(res.headers.get('cache-control'), 'no-store');
     }
@@ -320,42 +310,42 @@ describe('Cache-Control', () => {
 
 describe('ETag and If-None-Match', () => {
   test('an authenticated GET carries an ETag and a matching If-None-Match gets 304 with an empty body', async () => {
-    const user = await createUser(server, admin);
-    const first = await admin.client.get(`/api/v1/users/${user.id}`, { token: admin.token });
+    const user = await h.newUser();
+    const first = await h.admin.client.get(`/api/v1/users/${user.id}`, { token: h.admin.token });
     const etag = first.headers.get('etag');
     assert.ok(etag, 'ETag present');
     assert.match(etag, /^"[^"]+"$/, 'a strong ETag');
-    const again = await admin.client.get(`/api/v1/users/${user.id}`, { token: admin.token, headers: { 'if-none-match': etag } });
+    const again = await h.admin.client.get(`/api/v1/users/${user.id}`, { token: h.admin.token, headers: { 'if-none-match': etag } });
     assert.equal(again.status, 304);
     assert.equal(again.text, '');
     assert.equal(again.headers.get('etag'), etag);
-    const other = await admin.client.get(`/api/v1/users/${user.id}`, { token: admin.token, headers: { 'if-none-match': '"something-else"' } });
+    const other = await h.admin.client.get(`/api/v1/users/${user.id}`, { token: h.admin.token, headers: { 'if-none-match': '"something-else"' } });
     assert.equal(other.status, 200);
     assert.equal(other.body.id, user.id);
   });
 
   test("a list's ETag changes when the list changes", async () => {
-    const first = await admin.client.get('/api/v1/posts', { token: admin.token });
+    const first = await h.admin.client.get('/api/v1/posts', { token: h.admin.token });
     const etag = first.headers.get('etag');
     assert.ok(etag);
-    const unchanged = await admin.client.get('/api/v1/posts', { token: admin.token, headers: { 'if-none-match': etag } });
+    const unchanged = await h.admin.client.get('/api/v1/posts', { token: h.admin.token, headers: { 'if-none-match': etag } });
     assert.equal(unchanged.status, 304);
     assert.equal(unchanged.text, '');
 
-    const post = await admin.client.post('/api/v1/posts', { content: 'a new post changes the feed' }, { token: admin.token });
+    const post = await h.admin.client.post('/api/v1/posts', { content: 'a new post changes the feed' }, { token: h.admin.token });
     assert.equal(post.status, 201);
-    const changed = await admin.client.get('/api/v1/posts', { token: admin.token, headers: { 'if-none-match': etag } });
+    const changed = await h.admin.client.get('/api/v1/posts', { token: h.admin.token, headers: { 'if-none-match': etag } });
     assert.equal(changed.status, 200);
     assert.notEqual(changed.headers.get('etag'), etag);
     assert.equal(changed.body.data[0].id, post.body.id);
   });
 
   test("a single user's ETag changes when the user changes", async () => {
-    const user = await createUser(server, admin);
-    const before = (await admin.client.get(`/api/v1/users/${user.id}`, { token: admin.token })).headers.get('etag');
-    const put = await admin.client.put(`/api/v1/users/${user.id}`, { name: 'Renamed for ETag' }, { token: admin.token });
+    const user = await h.newUser();
+    const before = (await h.admin.client.get(`/api/v1/users/${user.id}`, { token: h.admin.token })).headers.get('etag');
+    const put = await h.admin.client.put(`/api/v1/users/${user.id}`, { name: 'Renamed for ETag' }, { token: h.admin.token });
     assert.equal(put.status, 200);
-    const after = await admin.client.get(`/api/v1/users/${user.id}`, { token: admin.token, headers: { 'if-none-match': before! } });
+    const after = await h.admin.client.get(`/api/v1/users/${user.id}`, { token: h.admin.token, headers: { 'if-none-match': before! } });
     assert.equal(after.status, 200);
     assert.notEqual(after.headers.get('etag'), before);
     assert.equal(after.body.name, 'Renamed for ETag');
@@ -365,50 +355,50 @@ describe('ETag and If-None-Match', () => {
 
 describe('If-Match on PUT /api/v1/users/:id', () => {
   const userRow = async (id: number) =>
-    (await server.owner.query<{ name: string; version: number }>('SELECT name, version FROM users WHERE id = $1', [id]))[0]!;
+    (await h.server.owner.query<{ name: string; version: number }>('SELECT name, version FROM users WHERE id = $1', [id]))[0]!;
 
   test('a stale If-Match is 412 PRECONDITION_FAILED and changes nothing', async () => {
-    const user = await createUser(server, admin);
-    const stale = (await admin.client.get(`/api/v1/users/${user.id}`, { token: admin.token })).headers.get('etag')!;
-    assert.equal((await admin.client.put(`/api/v1/users/${user.id}`, { name: 'First writer' }, { token: admin.token })).status, 200);
+    const user = await h.newUser();
+    const stale = (await h.admin.client.get(`/api/v1/users/${user.id}`, { token: h.admin.token })).headers.get('etag')!;
+    assert.equal((await h.admin.client.put(`/api/v1/users/${user.id}`, { name: 'First writer' }, { token: h.admin.token })).status, 200);
     const before = await userRow(user.id);
-    const auditBefore = (await auditRows(server, 'resource_id = $1', [user.id])).length;
+    const auditBefore = (await auditRows(h.server, 'resource_id = $1', [user.id])).length;
 
-    const res = await admin.client.put(`/api/v1/users/${user.id}`, { name: 'Lost update', email: `lost-${user.email}` }, { token: admin.token, headers: { 'if-match': stale } });
+    const res = await h.admin.client.put(`/api/v1/users/${user.id}`, { name: 'Lost update', email: `lost-${user.email}` }, { token: h.admin.token, headers: { 'if-match': stale } });
     assertProblem(res, 412, 'PRECONDITION_FAILED', `/api/v1/users/${user.id}`);
     assert.deepEqual(await userRow(user.id), before);
-    assert.equal((await auditRows(server, 'resource_id = $1', [user.id])).length, auditBefore);
-    const weak = await admin.client.put(`/api/v1/users/${user.id}`, { name: 'Weak' }, { token: admin.token, headers: { 'if-match': `W/${stale}` } });
+    assert.equal((await auditRows(h.server, 'resource_id = $1', [user.id])).length, auditBefore);
+    const weak = await h.admin.client.put(`/api/v1/users/${user.id}`, { name: 'Weak' }, { token: h.admin.token, headers: { 'if-match': `W/${stale}` } });
     assert.equal(weak.status, 412);
   });
 
   test('If-Match: * is allowed', async () => {
-    const user = await createUser(server, admin);
-    const res = await admin.client.put(`/api/v1/users/${user.id}`, { name: 'Star' }, { token: admin.token, headers: { 'if-match': '*' } });
+    const user = await h.newUser();
+    const res = await h.admin.client.put(`/api/v1/users/${user.id}`, { name: 'Star' }, { token: h.admin.token, headers: { 'if-match': '*' } });
     assert.equal(res.status, 200);
     assert.equal((await userRow(user.id)).name, 'Star');
   });
 
   test('the current ETag is accepted and the response carries the next one', async () => {
-    const user = await createUser(server, admin);
-    const current = (await admin.client.get(`/api/v1/users/${user.id}`, { token: admin.token })).headers.get('etag')!;
-    const res = await admin.client.put(`/api/v1/users/${user.id}`, { name: 'Current' }, { token: admin.token, headers: { 'if-match': current } });
+    const user = await h.newUser();
+    const current = (await h.admin.client.get(`/api/v1/users/${user.id}`, { token: h.admin.token })).headers.get('etag')!;
+    const res = await h.admin.client.put(`/api/v1/users/${user.id}`, { name: 'Current' }, { token: h.admin.token, headers: { 'if-match': current } });
     assert.equal(res.status, 200);
     assert.equal(res.body.name, 'Current');
     const next = res.headers.get('etag')!;
     assert.notEqual(next, current);
-    const again = await admin.client.put(`/api/v1/users/${user.id}`, { name: 'Again' }, { token: admin.token, headers: { 'if-match': next } });
+    const again = await h.admin.client.put(`/api/v1/users/${user.id}`, { name: 'Again' }, { token: h.admin.token, headers: { 'if-match': next } });
     assert.equal(again.status, 200);
-    const stale = await admin.client.put(`/api/v1/users/${user.id}`, { name: 'Stale' }, { token: admin.token, headers: { 'if-match': current } });
+    const stale = await h.admin.client.put(`/api/v1/users/${user.id}`, { name: 'Stale' }, { token: h.admin.token, headers: { 'if-match': current } });
     assert.equal(stale.status, 412);
     assert.equal((await userRow(user.id)).name, 'Again');
   });
 });
 
 describe('cursor pagination on GET /api/v1/users', () => {
-  before(async () => {
+  h.before(async () => {
     // Enough users for several pages; made in SQL because only the list is under test.
-    await server.owner.query(
+    await h.server.owner.query(
       `INSERT INTO users (email, name, password_hash)
        SELECT 'page-' || g || '@test.local', 'Page ' || g, 'not-a-hash' FROM generate_series(1, 45) AS g`,
     );
@@ -416,15 +406,15 @@ describe('cursor pagination on GET /api/v1/users', () => {
 
   test('limit must be within 1..100', async () => {
     for (const limit of ['0', '101', '-1', '1.5', 'ten']) {
-      const res = await admin.client.get(`/api/v1/users?limit=${limit}`, { token: admin.token });
+      const res = await h.admin.client.get(`/api/v1/users?limit=${limit}`, { token: h.admin.token });
       assert.equal(assertProblem(res, 400, 'VALIDATION_FAILED').errors[0].field, '/limit', `limit=${limit}`);
     }
-    assert.equal((await admin.client.get('/api/v1/users?limit=1', { token: admin.token })).body.data.length, 1);
-    assert.equal((await admin.client.get('/api/v1/users?limit=100', { token: admin.token })).status, 200);
+    assert.equal((await h.admin.client.get('/api/v1/users?limit=1', { token: h.admin.token })).body.data.length, 1);
+    assert.equal((await h.admin.client.get('/api/v1/users?limit=100', { token: h.admin.token })).status, 200);
   });
 
   test('the default page size is 20, newest first, with a next_cursor and a Link header', async () => {
-    const res = await admin.client.get('/api/v1/users', { token: admin.token });
+    const res = await h.admin.client.get('/api/v1/users', { token: h.admin.token });
     assert.equal(res.status, 200);
     assert.equal(res.body.data.length, 20);
     const ids = res.body.data.map((u: { id: number }) => u.id);
@@ -436,12 +426,12 @@ describe('cursor pagination on GET /api/v1/users', () => {
   });
 
   test('following the pages visits every user once; the last page has next_cursor null and no Link header', async () => {
-    const total = (await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM users'))[0]!.n;
+    const total = (await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM users'))[0]!.n;
     const seen: number[] = [];
     let path: string | null = '/api/v1/users?limit=7';
     let last: Response | undefined;
     while (path) {
-      last = await admin.client.get(path, { token: admin.token });
+      last = await h.admin.client.get(path, { token: h.admin.token });
       assert.equal(last.status, 200);
       seen.push(...last.body.data.map((u: { id: number }) => u.id));
       const link = last.headers.get('link');
@@ -464,7 +454,7 @@ describe('cursor pagination on GET /api/v1/users', () => {
   });
 
   test('a cursor the API did not issue is 400', async () => {
-    const res = await admin.client.get('/api/v1/users?cursor=bm90LWEtY3Vyc29y', { token: admin.token });
+    const res = await h.admin.client.get('/api/v1/users?cursor=bm90LWEtY3Vyc29y', { token: h.admin.token });
     assertProblem(res, 400, 'VALIDATION_FAILED');
   });
 });

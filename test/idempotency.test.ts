@@ -1,19 +1,14 @@
 // Idempotency-Key on POST (API.md section 1), exercised on POST /api/v1/users as an ADMIN.
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { canonicalJson } from '../src/http/idempotency.js';
-import { Client, auditRows, createUser, loginAdmin, type Response, type Session } from './helpers/client.js';
-import { needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
+import { Client, auditRows, type Response, type Session } from './helpers/client.js';
+import { countRows } from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
+import { needsPostgres } from './helpers/server.js';
 
-let server: TestServer;
-let admin: Session;
-
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
-});
-after(() => server?.close());
+const h = useTestServer();
 
 let n = 0;
 function newUserBody() {
@@ -24,12 +19,10 @@ function newUserBody() {
 const post = (as: Session, body: unknown, key?: string, path = '/api/v1/users') =>
   as.client.post(path, body, { token: as.token, headers: key === undefined ? {} : { 'idempotency-key': key } });
 
-async function usersWithEmail(email: string): Promise<number> {
-  return (await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM users WHERE email = $1', [email]))[0]!.n;
-}
+const usersWithEmail = (email: string) => countRows(h.server, 'users WHERE email = $1', [email]);
 
 async function createUserRecordsFor(userId: number) {
-  return auditRows(server, `action = 'CREATE_USER' AND resource_id = $1`, [userId]);
+  return auditRows(h.server, `action = 'CREATE_USER' AND resource_id = $1`, [userId]);
 }
 
 function assertSameResponse(replay: Response, first: Response) {
@@ -42,33 +35,33 @@ function assertSameResponse(replay: Response, first: Response) {
 test('a retry with the same key and body replays the first response and creates nothing new', async () => {
   const body = newUserBody();
   const key = randomUUID();
-  const first = await post(admin, body, key);
+  const first = await post(h.admin, body, key);
   assert.equal(first.status, 201);
   assert.equal(first.headers.get('idempotent-replayed'), null, 'the first response is not a replay');
   assert.equal(first.headers.get('location'), `/api/v1/users/${first.body.id}`);
 
-  const retry = await post(admin, body, key);
+  const retry = await post(h.admin, body, key);
   assertSameResponse(retry, first);
   assert.equal(retry.body.id, first.body.id);
   assert.equal(retry.headers.get('idempotent-replayed'), 'true');
   assert.equal(retry.headers.get('etag'), first.headers.get('etag'));
   assert.notEqual(retry.headers.get('x-request-id'), first.headers.get('x-request-id'), 'a replay is still its own request');
 
-  const third = await post(admin, body, key, '/api/users');
+  const third = await post(h.admin, body, key, '/api/users');
   assertSameResponse(third, first);
   assert.equal(third.headers.get('idempotent-replayed'), 'true', 'the unversioned alias is the same path');
 
   assert.equal(await usersWithEmail(body.email), 1);
   assert.equal((await createUserRecordsFor(first.body.id)).length, 1);
-  assert.equal((await auditRows(server, `action = 'CREATE_USER' AND request_id = $1`, [retry.headers.get('x-request-id')])).length, 0);
+  assert.equal((await auditRows(h.server, `action = 'CREATE_USER' AND request_id = $1`, [retry.headers.get('x-request-id')])).length, 0);
 });
 
 test('the same key with another body is 409 IDEMPOTENCY_KEY_REUSED and creates nothing', async () => {
   const key = randomUUID();
-  const first = await post(admin, newUserBody(), key);
+  const first = await post(h.admin, newUserBody(), key);
   assert.equal(first.status, 201);
   const other = newUserBody();
-  const res = await post(admin, other, key);
+  const res = await post(h.admin, other, key);
   assert.equal(res.status, 409);
   assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
   assert.equal(res.body.code, 'IDEMPOTENCY_KEY_REUSED');
@@ -79,11 +72,11 @@ test('the same key with another body is 409 IDEMPOTENCY_KEY_REUSED and creates n
 test('the same fields in another order are the same body: the retry is replayed', async () => {
   const body = newUserBody();
   const key = randomUUID();
-  const first = await post(admin, body, key);
+  const first = await post(h.admin, body, key);
   assert.equal(first.status, 201);
   const reordered = Object.fromEntries(Object.entries(body).reverse());
   assert.notEqual(JSON.stringify(reordered), JSON.stringify(body));
-  const retry = await post(admin, reordered, key);
+  const retry = await post(h.admin, reordered, key);
   assert.equal(retry.status, 201);
   assert.equal(retry.headers.get('idempotent-replayed'), 'true');
   assert.equal(await usersWithEmail(body.email), 1);
@@ -93,28 +86,28 @@ test('a claim whose request never finished (the process died) is taken over afte
   const body = newUserBody();
   const key = randomUUID();
   // A claim as a crashed instance leaves it: no response stored.
-  await server.owner.query(
+  await h.server.owner.query(
     `INSERT INTO idempotency_keys (scope, method, path, key, request_hash, created_at)
      VALUES ($1, 'POST', '/api/v1/users', $2, $3, now() - interval '1 minute')`,
-    [`user:${admin.id}`, key, createHash('sha256').update(canonicalJson(body)).digest('hex')],
+    [`user:${h.admin.id}`, key, createHash('sha256').update(canonicalJson(body)).digest('hex')],
   );
-  const stuck = await post(admin, body, key);
+  const stuck = await post(h.admin, body, key);
   assert.equal(stuck.status, 409, 'a recent claim is still treated as running');
   assert.equal(stuck.headers.get('retry-after'), '1');
-  await server.owner.query(`UPDATE idempotency_keys SET created_at = now() - interval '6 minutes' WHERE key = $1`, [key]);
-  const taken = await post(admin, body, key);
+  await h.server.owner.query(`UPDATE idempotency_keys SET created_at = now() - interval '6 minutes' WHERE key = $1`, [key]);
+  const taken = await post(h.admin, body, key);
   assert.equal(taken.status, 201, taken.text);
   assert.equal(await usersWithEmail(body.email), 1);
-  const again = await post(admin, body, key);
+  const again = await post(h.admin, body, key);
   assert.equal(again.headers.get('idempotent-replayed'), 'true');
 });
 
 test('the key is scoped per caller: another ADMIN using the same key creates their own user', async () => {
-  const second = await createUser(server, admin, { role: 'ADMIN' });
+  const second = await h.newUser({ role: 'ADMIN' });
   const key = randomUUID();
   const mine = newUserBody();
   const theirs = newUserBody();
-  const a = await post(admin, mine, key);
+  const a = await post(h.admin, mine, key);
   const b = await post(second, theirs, key);
   assert.equal(a.status, 201);
   assert.equal(b.status, 201);
@@ -126,15 +119,15 @@ test('the key is scoped per caller: another ADMIN using the same key creates the
   assert.equal(records.length, 1);
   assert.equal(records[0]!.actor_id, second.id);
 
-  const rows = await server.owner.query<{ scope: string }>('SELECT scope FROM idempotency_keys WHERE key = $1 ORDER BY scope', [key]);
-  assert.deepEqual(rows.map((r) => r.scope).sort(), [`user:${admin.id}`, `user:${second.id}`].sort());
+  const rows = await h.server.owner.query<{ scope: string }>('SELECT scope FROM idempotency_keys WHERE key = $1 ORDER BY scope', [key]);
+  assert.deepEqual(rows.map((r) => r.scope).sort(), [`user:${h.admin.id}`, `user:${second.id}`].sort());
 });
 
 test("another caller sending the same key and body runs the request instead of getting the first caller's response", async () => {
-  const second = await createUser(server, admin, { role: 'ADMIN' });
+  const second = await h.newUser({ role: 'ADMIN' });
   const key = randomUUID();
   const body = newUserBody();
-  const first = await post(admin, body, key);
+  const first = await post(h.admin, body, key);
   assert.equal(first.status, 201);
   const theirs = await post(second, body, key);
   assert.equal(theirs.status, 409);
@@ -145,12 +138,12 @@ test("another caller sending the same key and body runs the request instead of g
 
 test('a first response of 409 EMAIL_TAKEN is replayed as the same 409', async () => {
   const taken = newUserBody();
-  assert.equal((await post(admin, taken)).status, 201);
+  assert.equal((await post(h.admin, taken)).status, 201);
   const key = randomUUID();
-  const first = await post(admin, { ...taken, name: 'Someone else' }, key);
+  const first = await post(h.admin, { ...taken, name: 'Someone else' }, key);
   assert.equal(first.status, 409);
   assert.equal(first.body.code, 'EMAIL_TAKEN');
-  const retry = await post(admin, { ...taken, name: 'Someone else' }, key);
+  const retry = await post(h.admin, { ...taken, name: 'Someone else' }, key);
   assertSameResponse(retry, first);
   assert.equal(retry.body.code, 'EMAIL_TAKEN');
   assert.equal(retry.headers.get('idempotent-replayed'), 'true');
@@ -159,15 +152,15 @@ test('a first response of 409 EMAIL_TAKEN is replayed as the same 409', async ()
 
 test('the key and the first response are kept in the idempotency_keys table', async () => {
   const key = `kept-${randomUUID()}`;
-  const res = await post(admin, newUserBody(), key);
+  const res = await post(h.admin, newUserBody(), key);
   assert.equal(res.status, 201);
-  const rows = await server.owner.query<{ scope: string; method: string; path: string; status_code: number; response_body: string; response_headers: Record<string, string> }>(
+  const rows = await h.server.owner.query<{ scope: string; method: string; path: string; status_code: number; response_body: string; response_headers: Record<string, string> }>(
     'SELECT scope, method, path, status_code, response_body, response_headers FROM idempotency_keys WHERE key = $1',
     [key],
   );
   assert.equal(rows.length, 1);
   const row = rows[0]!;
-  assert.equal(row.scope, `user:${admin.id}`);
+  assert.equal(row.scope, `user:${h.admin.id}`);
   assert.equal(row.method, 'POST');
   assert.equal(row.path, '/api/v1/users');
   assert.equal(row.status_code, 201);
@@ -177,17 +170,17 @@ test('the key and the first response are kept in the idempotency_keys table', as
 
 test('a key of more than 255 characters is 400 and nothing is created; 255 is accepted', async () => {
   const body = newUserBody();
-  const res = await post(admin, body, 'k'.repeat(256));
+  const res = await post(h.admin, body, 'k'.repeat(256));
   assert.equal(res.status, 400);
   assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
   assert.equal(res.body.code, 'VALIDATION_FAILED');
   assert.equal(await usersWithEmail(body.email), 0);
-  assert.equal((await server.owner.query<{ n: number }>(`SELECT count(*)::int AS n FROM idempotency_keys WHERE length(key) > 255`))[0]!.n, 0);
+  assert.equal((await h.server.owner.query<{ n: number }>(`SELECT count(*)::int AS n FROM idempotency_keys WHERE length(key) > 255`))[0]!.n, 0);
 
   const longest = `${randomUUID()}`.padEnd(255, 'k');
-  const ok = await post(admin, body, longest);
+  const ok = await post(h.admin, body, longest);
   assert.equal(ok.status, 201);
-  const replay = await post(admin, body, longest);
+  const replay = await post(h.admin, body, longest);
   assert.equal(replay.headers.get('idempotent-replayed'), 'true');
   assert.equal(await usersWithEmail(body.email), 1);
 });
@@ -195,7 +188,7 @@ test('a key of more than 255 characters is 400 and nothing is created; 255 is ac
 test('an empty key or one with control characters is 400', async () => {
   const body = newUserBody();
   for (const key of ['', 'has space', 'tab\tkey']) {
-    const res = await post(admin, body, key);
+    const res = await post(h.admin, body, key);
     assert.equal(res.status, 400, `key ${JSON.stringify(key)}`);
     assert.equal(res.body.code, 'VALIDATION_FAILED');
   }
@@ -203,11 +196,11 @@ test('an empty key or one with control characters is 400', async () => {
 });
 
 test('/auth/* ignores the header: two logins with the same key give two different token pairs', async () => {
-  const user = await createUser(server, admin);
+  const user = await h.newUser();
   const key = randomUUID();
-  const c = new Client(server);
+  const c = new Client(h.server);
   const login = () => c.post('/api/v1/auth/login', { email: user.email, password: user.password }, { headers: { 'idempotency-key': key } });
-  const sessionsBefore = (await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM sessions WHERE user_id = $1', [user.id]))[0]!.n;
+  const sessionsBefore = (await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM sessions WHERE user_id = $1', [user.id]))[0]!.n;
   const a = await login();
   const b = await login();
   assert.equal(a.status, 200);
@@ -215,9 +208,9 @@ test('/auth/* ignores the header: two logins with the same key give two differen
   assert.equal(b.headers.get('idempotent-replayed'), null);
   assert.notEqual(a.body.access_token, b.body.access_token);
   assert.notEqual(a.body.refresh_token, b.body.refresh_token);
-  const sessionsAfter = (await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM sessions WHERE user_id = $1', [user.id]))[0]!.n;
+  const sessionsAfter = (await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM sessions WHERE user_id = $1', [user.id]))[0]!.n;
   assert.equal(sessionsAfter, sessionsBefore + 2);
-  assert.equal((await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM idempotency_keys WHERE key = $1', [key]))[0]!.n, 0);
+  assert.equal((await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM idempotency_keys WHERE key = $1', [key]))[0]!.n, 0);
   // Both refresh tokens work, each once: nothing was replayed.
   const ra = await c.post('/api/v1/auth/refresh', { refresh_token: a.body.refresh_token }, { headers: { 'idempotency-key': key } });
   const rb = await c.post('/api/v1/auth/refresh', { refresh_token: b.body.refresh_token }, { headers: { 'idempotency-key': key } });
@@ -228,8 +221,8 @@ test('/auth/* ignores the header: two logins with the same key give two differen
 
 test('a POST without a key is not deduplicated', async () => {
   const body = newUserBody();
-  const a = await post(admin, body);
-  const b = await post(admin, body);
+  const a = await post(h.admin, body);
+  const b = await post(h.admin, body);
   assert.equal(a.status, 201);
   assert.equal(b.status, 409);
   assert.equal(b.body.code, 'EMAIL_TAKEN');
@@ -240,7 +233,7 @@ test('two concurrent identical requests with one key create one user: one 201, t
   for (let round = 0; round < 5; round++) {
     const body = newUserBody();
     const key = randomUUID();
-    const responses = await Promise.all([post(admin, body, key), post(admin, body, key), post(admin, body, key)]);
+    const responses = await Promise.all([post(h.admin, body, key), post(h.admin, body, key), post(h.admin, body, key)]);
     const created = responses.filter((r) => r.status === 201 && r.headers.get('idempotent-replayed') === null);
     assert.equal(created.length, 1, `round ${round}: exactly one original 201 (${responses.map((r) => r.status).join(', ')})`);
     const original = created[0]!;

@@ -3,19 +3,12 @@
 // for unknown projects), newest first with cursor paging back, text limits, room syntax,
 // and the new-message events row each message writes in its room.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { createUser, loginAdmin, type Session } from './helpers/client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { addMember, allPages, createProject, eventRows, uniqueWord, type PageBody, type ProblemFields } from './helpers/teamwork.js';
+import { describe, test } from 'node:test';
+import type { Session } from './helpers/client.js';
+import { addMember, allPages, countRows, createProject, eventRows, uniqueWord, type PageBody, type Problem } from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
 
-let server: TestServer;
-let admin: Session;
-
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
-});
-after(() => server?.close());
+const h = useTestServer();
 
 // ── little helpers ─────────────────────────────────────────────────────────────────────
 
@@ -28,28 +21,25 @@ interface MessageBody {
 }
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const newUser = () => createUser(server, admin);
 const desc = (...ids: number[]) => [...ids].sort((a, b) => b - a);
 
 const send = (who: Session, body: { text?: unknown; room?: unknown }) =>
-  who.client.post<MessageBody & ProblemFields>('/api/v1/messages', body, { token: who.token });
+  who.client.post<MessageBody & Problem>('/api/v1/messages', body, { token: who.token });
 
+// Not postMessage: the general-room tests send no room at all, and read back the whole message.
 async function sent(who: Session, text: string, room?: string): Promise<MessageBody> {
   const res = await send(who, room === undefined ? { text } : { text, room });
   assert.equal(res.status, 201, res.text);
   return res.body;
 }
 
-const read = (who: Session, query = '') => who.client.get<PageBody<MessageBody> & ProblemFields>(`/api/v1/messages${query}`, { token: who.token });
+const read = (who: Session, query = '') => who.client.get<PageBody<MessageBody> & Problem>(`/api/v1/messages${query}`, { token: who.token });
 
-async function messagesIn(room: string): Promise<number> {
-  const rows = await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM messages WHERE room = $1', [room]);
-  return rows[0]!.n;
-}
+const messagesIn = (room: string) => countRows(h.server, 'messages WHERE room = $1', [room]);
 
 /** A project with its owner and one MEMBER. */
 async function projectRoom() {
-  const [owner, member] = await Promise.all([newUser(), newUser()]);
+  const [owner, member] = await Promise.all([h.newUser(), h.newUser()]);
   const project = await createProject(owner);
   await addMember(owner, project.id, member.id);
   return { owner, member, projectId: project.id, room: `project:${project.id}` };
@@ -59,7 +49,7 @@ async function projectRoom() {
 
 describe('the general room', () => {
   test('any user posts to general (the default room) and every user reads it, newest first', async () => {
-    const [alice, bob] = await Promise.all([newUser(), newUser()]);
+    const [alice, bob] = await Promise.all([h.newUser(), h.newUser()]);
     const text = `good morning ${uniqueWord()}`;
     const res = await send(alice, { text });
     assert.equal(res.status, 201, res.text);
@@ -79,16 +69,16 @@ describe('the general room', () => {
   });
 
   test('each message writes one new-message events row in its room, carrying the message', async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     const m = await sent(user, `event check ${uniqueWord()}`);
-    const events = await eventRows(server, `name = 'new-message' AND payload->>'id' = $1`, [String(m.id)]);
+    const events = await eventRows(h.server, `name = 'new-message' AND payload->>'id' = $1`, [String(m.id)]);
     assert.equal(events.length, 1);
     assert.equal(events[0]!.room, 'general');
     assert.deepEqual(events[0]!.payload, { ...m });
 
     const { member, room } = await projectRoom();
     const pm = await sent(member, 'in the project room', room);
-    const projectEvents = await eventRows(server, `name = 'new-message' AND payload->>'id' = $1`, [String(pm.id)]);
+    const projectEvents = await eventRows(h.server, `name = 'new-message' AND payload->>'id' = $1`, [String(pm.id)]);
     assert.deepEqual(projectEvents.map((e) => e.room), [room]);
     assert.equal(projectEvents[0]!.payload.text, 'in the project room');
   });
@@ -124,7 +114,7 @@ describe('project rooms', () => {
   test('a non-member gets 404 reading or posting, and nothing is stored', async () => {
     const { owner, room } = await projectRoom();
     await sent(owner, 'private plans', room);
-    const outsider = await newUser();
+    const outsider = await h.newUser();
     const readRes = await read(outsider, `?room=${room}`);
     assert.equal(readRes.status, 404, readRes.text);
     assert.equal(readRes.body.code, 'NOT_FOUND');
@@ -136,17 +126,17 @@ describe('project rooms', () => {
   test('an ADMIN who is not a member reads and posts in a project room', async () => {
     const { member, room } = await projectRoom();
     const m = await sent(member, 'hello admin', room);
-    const adminMessage = await sent(admin, 'hello team', room);
-    const listed = await read(admin, `?room=${room}`);
+    const adminMessage = await sent(h.admin, 'hello team', room);
+    const listed = await read(h.admin, `?room=${room}`);
     assert.equal(listed.status, 200, listed.text);
     assert.deepEqual(listed.body.data.map((x) => x.id), [adminMessage.id, m.id]);
   });
 
   test('a room of a project that does not exist is 404', async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     assert.equal((await read(user, '?room=project:987654321')).status, 404);
     assert.equal((await send(user, { text: 'anyone?', room: 'project:987654321' })).status, 404);
-    assert.equal((await read(admin, '?room=project:987654321')).status, 404, 'not even for an ADMIN');
+    assert.equal((await read(h.admin, '?room=project:987654321')).status, 404, 'not even for an ADMIN');
   });
 
   test('a removed member loses the room', async () => {
@@ -159,7 +149,7 @@ describe('project rooms', () => {
   });
 
   test('refuses malformed room names with 400', async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     const bad = ['random', 'General', 'project:', 'project:0', 'project:01', 'project:abc', 'project:1x', 'project:-1', 'user:1', 'project:99999999999999999999', ' general'];
     for (const room of bad) {
       const r = await read(user, `?room=${encodeURIComponent(room)}`);

@@ -3,24 +3,16 @@
 // all of them (204); every stored notification has a new-notification events row in the
 // recipient's room user:<id>.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { createUser, loginAdmin, type Session } from './helpers/client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { addMember, allPages, createProject, createTask, eventRows, notificationRows, type NotificationBody, type PageBody, type ProblemFields } from './helpers/teamwork.js';
+import { describe, test } from 'node:test';
+import type { Session } from './helpers/client.js';
+import { addMember, allPages, createProject, createTask, eventRows, notificationRows, type NotificationBody, type PageBody, type Problem } from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
 
-let server: TestServer;
-let admin: Session;
-
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
-});
-after(() => server?.close());
+const h = useTestServer();
 
 // ── little helpers ─────────────────────────────────────────────────────────────────────
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const newUser = () => createUser(server, admin);
 
 async function listed(who: Session, query = ''): Promise<NotificationBody[]> {
   const res = await who.client.get<PageBody<NotificationBody>>(`/api/v1/notifications${query}`, { token: who.token });
@@ -28,7 +20,7 @@ async function listed(who: Session, query = ''): Promise<NotificationBody[]> {
   return res.body.data;
 }
 
-const markRead = (who: Session, id: number) => who.client.put<NotificationBody & ProblemFields>(`/api/v1/notifications/${id}/read`, undefined, { token: who.token });
+const markRead = (who: Session, id: number) => who.client.put<NotificationBody & Problem>(`/api/v1/notifications/${id}/read`, undefined, { token: who.token });
 const markAllRead = (who: Session) => who.client.put(`/api/v1/notifications/read`, undefined, { token: who.token });
 
 /**
@@ -36,10 +28,10 @@ const markAllRead = (who: Session) => who.client.put(`/api/v1/notifications/read
  * project_member_added, task_assigned and post_liked (oldest first).
  */
 async function threeNotificationsFor(recipient: Session) {
-  const actor = await newUser();
+  const actor = await h.newUser();
   const project = await createProject(actor);
   await addMember(actor, project.id, recipient.id);
-  const task = await createTask(actor, { project_id: project.id, title: 'Call the client', assignee_id: recipient.id });
+  const task = await createTask(actor, project.id, { title: 'Call the client', assignee_id: recipient.id });
   const post = await recipient.client.post('/api/v1/posts', { content: 'Like me' }, { token: recipient.token });
   assert.equal(post.status, 201);
   assert.equal((await actor.client.put(`/api/v1/posts/${post.body.id}/like`, undefined, { token: actor.token })).status, 200);
@@ -50,7 +42,7 @@ async function threeNotificationsFor(recipient: Session) {
 
 describe('listing notifications', () => {
   test("lists the caller's own notifications, newest first, with the contract's payloads", async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     const { actor, project, task, postId } = await threeNotificationsFor(user);
     const mine = await listed(user);
     assert.deepEqual(mine.map((n) => n.kind), ['post_liked', 'task_assigned', 'project_member_added']);
@@ -67,17 +59,17 @@ describe('listing notifications', () => {
   });
 
   test("never shows someone else's notifications", async () => {
-    const [user, other] = await Promise.all([newUser(), newUser()]);
+    const [user, other] = await Promise.all([h.newUser(), h.newUser()]);
     const { actor } = await threeNotificationsFor(user);
     assert.deepEqual(await listed(other), [], 'a user with no notifications sees none');
     const actorsOwn = await listed(actor);
     assert.equal(actorsOwn.length, 0, 'nobody is notified of their own actions');
-    const stored = await notificationRows(server, 'user_id = $1', [user.id]);
+    const stored = await notificationRows(h.server, 'user_id = $1', [user.id]);
     assert.deepEqual((await listed(user)).map((n) => n.id).sort(), stored.map((n) => n.id).sort());
   });
 
   test('?unread=true lists only the unread ones; ?unread=false lists all', async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     await threeNotificationsFor(user);
     const all = await listed(user);
     assert.equal((await markRead(user, all[1]!.id)).status, 200);
@@ -90,7 +82,7 @@ describe('listing notifications', () => {
   });
 
   test('pages with a cursor', async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     await threeNotificationsFor(user);
     await threeNotificationsFor(user);
     const first = await user.client.get<PageBody<NotificationBody>>('/api/v1/notifications?limit=4', { token: user.token });
@@ -107,7 +99,7 @@ describe('listing notifications', () => {
 
 describe('marking notifications read', () => {
   test('marks one read: 200 with read_at set; marking it again keeps the same read_at', async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     await threeNotificationsFor(user);
     const [target, untouched] = await listed(user);
     const res = await markRead(user, target!.id);
@@ -125,21 +117,21 @@ describe('marking notifications read', () => {
   });
 
   test("someone else's notification is 404 and stays unread; unknown and malformed ids are 404 and 400", async () => {
-    const [user, other] = await Promise.all([newUser(), newUser()]);
+    const [user, other] = await Promise.all([h.newUser(), h.newUser()]);
     await threeNotificationsFor(user);
     const [target] = await listed(user);
     const res = await markRead(other, target!.id);
     assert.equal(res.status, 404, res.text);
     assert.equal(res.body.code, 'NOT_FOUND');
-    assert.equal((await markRead(admin, target!.id)).status, 404, "not even an ADMIN marks another's notification");
-    const stored = await notificationRows(server, 'id = $1', [target!.id]);
+    assert.equal((await markRead(h.admin, target!.id)).status, 404, "not even an ADMIN marks another's notification");
+    const stored = await notificationRows(h.server, 'id = $1', [target!.id]);
     assert.equal(stored[0]!.read_at, null);
     assert.equal((await markRead(user, 987654321)).status, 404);
     assert.equal((await user.client.put('/api/v1/notifications/abc/read', undefined, { token: user.token })).status, 400);
   });
 
   test('marks all read: 204, then ?unread=true is empty and earlier read_at values are kept', async () => {
-    const [user, other] = await Promise.all([newUser(), newUser()]);
+    const [user, other] = await Promise.all([h.newUser(), h.newUser()]);
     await threeNotificationsFor(user);
     await threeNotificationsFor(other);
     const [first] = await listed(user);
@@ -163,10 +155,10 @@ describe('marking notifications read', () => {
 
 describe('real-time events', () => {
   test('each notification has one new-notification events row in room user:<id> carrying it', async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     await threeNotificationsFor(user);
     const mine = await listed(user);
-    const events = await eventRows(server, `name = 'new-notification' AND room = $1`, [`user:${user.id}`]);
+    const events = await eventRows(h.server, `name = 'new-notification' AND room = $1`, [`user:${user.id}`]);
     assert.equal(events.length, mine.length);
     for (const n of mine) {
       const matching = events.filter((e) => e.payload.id === n.id);
@@ -178,7 +170,7 @@ describe('real-time events', () => {
 
 describe('If-Match on marking read', () => {
   test('the ETag of an unread notification no longer matches once it is read: a stale If-Match is 412', async () => {
-    const recipient = await newUser();
+    const recipient = await h.newUser();
     await threeNotificationsFor(recipient);
     const id = (await listed(recipient))[0]!.id;
     const first = await recipient.client.put<NotificationBody>(`/api/v1/notifications/${id}/read`, undefined, {

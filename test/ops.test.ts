@@ -2,15 +2,14 @@
 // Prometheus metrics, the interactive reference and the OpenAPI document.
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { APP_ROLE, createPostgresDatabase } from '../src/db/postgres.js';
 import { runMaintenance } from '../src/ops/maintenance.js';
-import { Client, createUser, loginAdmin } from './helpers/client.js';
+import { Client, loginAdmin } from './helpers/client.js';
+import { useTestServer } from './helpers/harness.js';
 import { createTestDatabase, needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
 
-let server: TestServer;
-before(async () => (server = await startTestServer()));
-after(() => server?.close());
+const h = useTestServer();
 
 /** A TCP relay to PostgreSQL that a test can cut and restore, to simulate an outage. */
 class TcpProxy {
@@ -71,17 +70,17 @@ function servedApiRoutes(app: TestServer['app']): Array<[string, string]> {
 
 describe('health', () => {
   test('/health/live answers 200', async () => {
-    const res = await new Client(server).get('/health/live');
+    const res = await new Client(h.server).get('/health/live');
     assert.equal(res.status, 200);
     assert.deepEqual(res.body, { status: 'ok' });
     assert.equal(res.headers.get('cache-control'), 'no-store');
   });
 
   test('/health/ready answers 200 while the database is up', async () => {
-    const res = await new Client(server).get('/health/ready');
+    const res = await new Client(h.server).get('/health/ready');
     assert.equal(res.status, 200);
     assert.equal(res.body.status, 'ready');
-    assert.equal(res.body.database, server.db.kind);
+    assert.equal(res.body.database, h.server.db.kind);
   });
 
   test('answers 503 UNAVAILABLE with Retry-After while PostgreSQL is unreachable, and becomes ready again by itself', { skip: needsPostgres }, async () => {
@@ -93,7 +92,7 @@ describe('health', () => {
     proxied.hostname = '127.0.0.1';
     proxied.port = String(port);
     const appDb = createPostgresDatabase({ url: proxied.toString(), poolSize: 4, role: APP_ROLE, onError: () => {} });
-    const cut = await startTestServer({ database: { db: appDb, owner: database.owner, databaseUrl: database.databaseUrl, drop: async () => {} } });
+    const cut = await startTestServer({ database: { ...database, db: appDb, drop: async () => {} } });
     try {
       const admin = await loginAdmin(cut);
       const client = admin.client;
@@ -140,14 +139,13 @@ describe('health', () => {
 
 describe('metrics', () => {
   test('/metrics counts requests by route pattern, never by raw id, with a latency histogram and pool gauges', async () => {
-    const admin = await loginAdmin(server);
-    const user = await createUser(server, admin);
+    const user = await h.newUser();
     assert.equal((await user.client.get(`/api/v1/users/${user.id}`, { token: user.token })).status, 200);
-    assert.equal((await user.client.get(`/api/users/${admin.id}`, { token: user.token })).status, 200);
+    assert.equal((await user.client.get(`/api/users/${h.admin.id}`, { token: user.token })).status, 200);
     const unknownPath = `/api/v1/no-such-route-${user.id}`;
     assert.equal((await user.client.get(unknownPath, { token: user.token })).status, 404);
 
-    const res = await new Client(server).get('/metrics');
+    const res = await new Client(h.server).get('/metrics');
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /^text\/plain/);
     const lines = res.text.split('\n');
@@ -156,7 +154,7 @@ describe('metrics', () => {
     assert.ok(counted, 'no http_requests_total series for GET /api/v1/users/:id 200');
     assert.ok(Number(counted.split(' ').pop()) >= 2);
     assert.ok(!res.text.includes(`/users/${user.id}"`), 'a raw user id became a label');
-    assert.ok(!res.text.includes(`/users/${admin.id}"`), 'a raw user id became a label');
+    assert.ok(!res.text.includes(`/users/${h.admin.id}"`), 'a raw user id became a label');
     assert.ok(!res.text.includes('no-such-route'), 'an unmatched URL became a label');
 
     assert.ok(lines.some((l) => /^http_request_duration_seconds_bucket\{/.test(l) && l.includes('route="/api/v1/users/:id"') && l.includes('le="+Inf"')));
@@ -169,20 +167,20 @@ describe('metrics', () => {
 
 describe('API reference', () => {
   test('/docs serves the interactive reference as HTML', async () => {
-    const res = await new Client(server).request('GET', '/docs', { headers: { accept: 'text/html' } });
+    const res = await new Client(h.server).request('GET', '/docs', { headers: { accept: 'text/html' } });
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /^text\/html/);
     assert.match(res.text, /<html/i);
   });
 
   test('/api/v1/openapi.json is OpenAPI 3.1, publicly cacheable for 5 minutes, and documents every /api/v1 route the app serves', async () => {
-    const res = await new Client(server).get('/api/v1/openapi.json');
+    const res = await new Client(h.server).get('/api/v1/openapi.json');
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('cache-control'), 'public, max-age=300');
     const doc = res.body as { openapi: string; paths: Record<string, Record<string, unknown>> };
     assert.match(doc.openapi, /^3\.1\./);
 
-    const served = servedApiRoutes(server.app).filter(([method, path]) => method !== 'HEAD' && path !== '/api/v1/openapi.json');
+    const served = servedApiRoutes(h.server.app).filter(([method, path]) => method !== 'HEAD' && path !== '/api/v1/openapi.json');
     assert.ok(served.length >= 25, `only ${served.length} routes found in the route tree`);
     const undocumented = served
       .filter(([method, path]) => !doc.paths[path.replace(/:(\w+)/g, '{$1}')]?.[method.toLowerCase()])
@@ -193,7 +191,7 @@ describe('API reference', () => {
     const phantom: string[] = [];
     for (const [path, ops] of Object.entries(doc.paths)) {
       for (const method of Object.keys(ops).filter((k) => ['get', 'post', 'put', 'delete', 'patch'].includes(k))) {
-        if (!server.app.hasRoute({ method: method.toUpperCase() as 'GET', url: path.replace(/\{(\w+)\}/g, ':$1') })) phantom.push(`${method} ${path}`);
+        if (!h.server.app.hasRoute({ method: method.toUpperCase() as 'GET', url: path.replace(/\{(\w+)\}/g, ':$1') })) phantom.push(`${method} ${path}`);
       }
     }
     assert.deepEqual(phantom, []);
@@ -203,28 +201,28 @@ describe('API reference', () => {
 describe('housekeeping', () => {
   test('removes outbox events and idempotency keys older than 24 hours and spent login failures, and keeps the rest', async () => {
     const tag = `housekeeping-${Date.now()}`;
-    await server.owner.query(
+    await h.server.owner.query(
       `INSERT INTO events (name, room, payload, created_at) VALUES
          ($1, 'general', '{}', now() - interval '25 hours'), ($1, 'general', '{"fresh":true}', now())`,
       [tag],
     );
-    await server.owner.query(
+    await h.server.owner.query(
       `INSERT INTO idempotency_keys (scope, method, path, key, request_hash, created_at) VALUES
          ($1, 'POST', '/old', 'k', 'h', now() - interval '25 hours'), ($1, 'POST', '/fresh', 'k', 'h', now())`,
       [tag],
     );
-    await server.owner.query(
+    await h.server.owner.query(
       `INSERT INTO login_failures (email, ip, created_at) VALUES ($1, '10.0.0.1', now() - interval '16 minutes'), ($1, '10.0.0.1', now())`,
       [`${tag}@test.local`],
     );
 
-    await runMaintenance(server.db); // as the service's own (restricted) role
+    await runMaintenance(h.server.db); // as the service's own (restricted) role
 
-    const events = await server.owner.query<{ payload: Record<string, unknown> }>('SELECT payload FROM events WHERE name = $1', [tag]);
+    const events = await h.server.owner.query<{ payload: Record<string, unknown> }>('SELECT payload FROM events WHERE name = $1', [tag]);
     assert.deepEqual(events.map((e) => e.payload), [{ fresh: true }]);
-    const keys = await server.owner.query<{ path: string }>('SELECT path FROM idempotency_keys WHERE scope = $1', [tag]);
+    const keys = await h.server.owner.query<{ path: string }>('SELECT path FROM idempotency_keys WHERE scope = $1', [tag]);
     assert.deepEqual(keys.map((k) => k.path), ['/fresh']);
-    const failures = await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM login_failures WHERE email = $1', [`${tag}@test.local`]);
+    const failures = await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM login_failures WHERE email = $1', [`${tag}@test.local`]);
     assert.equal(failures[0]!.n, 1);
   });
 });

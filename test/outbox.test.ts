@@ -2,25 +2,22 @@
 // with the change (carrying that transaction's id, which consumers order by) or vanish with it.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
 import { addEvents, type OutboxEvent } from '../src/modules/outbox/outbox.js';
-import { createTestDatabase, needsPostgres, type TestDatabase } from './helpers/server.js';
+import type { EventRow } from './helpers/factories.js';
+import { useTestDatabase } from './helpers/harness.js';
+import { needsPostgres, type TestDatabase } from './helpers/server.js';
 
-let database: TestDatabase;
-before(async () => (database = await createTestDatabase()));
-after(() => database?.drop());
+const h = useTestDatabase();
 
-interface EventRow {
-  id: number;
-  name: string;
-  room: string;
-  payload: Record<string, unknown>;
+/** An outbox row with the id of the transaction that wrote it. */
+interface StoredEvent extends EventRow {
   xact_id: string;
 }
 
-async function eventsNamed(name: string): Promise<EventRow[]> {
-  return database.owner.query<EventRow>('SELECT id, name, room, payload, xact_id::text AS xact_id FROM events WHERE name = $1 ORDER BY id', [name]);
+async function eventsNamed(name: string): Promise<StoredEvent[]> {
+  return h.database.owner.query<StoredEvent>('SELECT id, name, room, payload, xact_id::text AS xact_id FROM events WHERE name = $1 ORDER BY id', [name]);
 }
 
 const currentXact = async (tx: { query: TestDatabase['db']['query'] }) =>
@@ -34,7 +31,7 @@ test('writes the events in the caller\'s transaction: visible after commit, in t
     { name, room: 'project:7', payload: tricky },
     { name, room: 'user:3', payload: {} },
   ];
-  const xact = await database.db.transaction(async (tx) => {
+  const xact = await h.database.db.transaction(async (tx) => {
     addEvents(tx, events);
     return currentXact(tx);
   });
@@ -49,7 +46,7 @@ test('writes the events in the caller\'s transaction: visible after commit, in t
 test('writes nothing when the caller\'s transaction rolls back', async () => {
   const name = `test-${randomUUID()}`;
   await assert.rejects(
-    database.db.transaction(async (tx) => {
+    h.database.db.transaction(async (tx) => {
       addEvents(tx, [{ name, room: 'general', payload: { doomed: true } }]);
       assert.equal((await tx.query('SELECT 1 FROM events WHERE name = $1', [name])).length, 1, 'written inside the transaction');
       throw new Error('the change failed');
@@ -62,7 +59,7 @@ test('writes nothing when the caller\'s transaction rolls back', async () => {
 test('writes nothing when a later statement of the same transaction fails in the database', async () => {
   const name = `test-${randomUUID()}`;
   await assert.rejects(
-    database.db.transaction(async (tx) => {
+    h.database.db.transaction(async (tx) => {
       addEvents(tx, [{ name, room: 'general', payload: {} }]);
       await tx.query('SELECT 1 / 0');
     }),
@@ -73,19 +70,19 @@ test('writes nothing when a later statement of the same transaction fails in the
 
 test('separate transactions get separate transaction ids; an empty list writes nothing', async () => {
   const name = `test-${randomUUID()}`;
-  const first = await database.db.transaction(async (tx) => {
+  const first = await h.database.db.transaction(async (tx) => {
     addEvents(tx, [{ name, room: 'general', payload: { n: 1 } }]);
     addEvents(tx, []);
     addEvents(tx, [{ name, room: 'general', payload: { n: 2 } }]);
     return currentXact(tx);
   });
-  const second = await database.db.transaction(async (tx) => {
+  const second = await h.database.db.transaction(async (tx) => {
     addEvents(tx, [{ name, room: 'general', payload: { n: 3 } }]);
     return currentXact(tx);
   });
-  const before = (await database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM events'))[0]!.n;
-  await database.db.transaction(async (tx) => addEvents(tx, []));
-  assert.equal((await database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM events'))[0]!.n, before);
+  const before = (await h.database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM events'))[0]!.n;
+  await h.database.db.transaction(async (tx) => addEvents(tx, []));
+  assert.equal((await h.database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM events'))[0]!.n, before);
   assert.notEqual(first, second);
   assert.deepEqual(
     (await eventsNamed(name)).map((r) => [r.payload.n, r.xact_id]),
@@ -96,7 +93,7 @@ test('separate transactions get separate transaction ids; an empty list writes n
 test('other connections do not see the events until the transaction commits', { skip: needsPostgres }, async () => {
   const name = `test-${randomUUID()}`;
   let seenInside = -1;
-  await database.db.transaction(async (tx) => {
+  await h.database.db.transaction(async (tx) => {
     addEvents(tx, [{ name, room: 'general', payload: {} }]);
     seenInside = (await eventsNamed(name)).length; // the owner's pool: another connection
   });
@@ -108,7 +105,7 @@ test('a consumer reading below the oldest running transaction does not see a lat
   // API.md 5.5: rows are read only when their transaction is older than every running one.
   const name = `test-${randomUUID()}`;
   const visible = () =>
-    database.owner.query<{ n: number }>(
+    h.database.owner.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM events WHERE name = $1 AND xact_id < pg_snapshot_xmin(pg_current_snapshot())`,
       [name],
     ).then((r) => r[0]!.n);
@@ -116,13 +113,13 @@ test('a consumer reading below the oldest running transaction does not see a lat
   const gate = new Promise<void>((resolve) => (release = resolve));
   let started!: () => void;
   const inside = new Promise<void>((resolve) => (started = resolve));
-  const slow = database.db.transaction(async (tx) => {
+  const slow = h.database.db.transaction(async (tx) => {
     addEvents(tx, [{ name, room: 'general', payload: { which: 'slow' } }]);
     started();
     await gate;
   });
   await inside;
-  await database.db.transaction(async (tx) => addEvents(tx, [{ name, room: 'general', payload: { which: 'fast' } }]));
+  await h.database.db.transaction(async (tx) => addEvents(tx, [{ name, room: 'general', payload: { which: 'fast' } }]));
   const rows = await eventsNamed(name);
   assert.deepEqual(rows.map((r) => r.payload.which), ['fast'], 'the fast one committed, the slow one not yet');
   assert.equal(await visible(), 0, 'the fast one waits behind the running slow transaction');
@@ -138,12 +135,12 @@ describe('events sent with an audit record', () => {
   const audit = createAuditWriter(Buffer.alloc(32, 7));
   const ctx = { actor: undefined, ip: '127.0.0.1', userAgent: 'outbox-test', requestId: '' };
   const recordsOf = (requestId: string) =>
-    database.owner.query<{ action: string; xact_id: string }>('SELECT action, xact_id::text AS xact_id FROM audit_log WHERE request_id = $1', [requestId]);
+    h.database.owner.query<{ action: string; xact_id: string }>('SELECT action, xact_id::text AS xact_id FROM audit_log WHERE request_id = $1', [requestId]);
 
   test('are written with the record, in the given order, in the same transaction', async () => {
     const name = `test-${randomUUID()}`;
     const requestId = randomUUID();
-    const xact = await database.db.transaction(async (tx) => {
+    const xact = await h.database.db.transaction(async (tx) => {
       audit.record(tx, { ...ctx, requestId }, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 1, actorId: null }, [
         { name, room: 'project:1', payload: { n: 1 } },
         { name, room: 'user:2', payload: { n: 2 } },
@@ -158,7 +155,7 @@ describe('events sent with an audit record', () => {
     const name = `test-${randomUUID()}`;
     const requestId = randomUUID();
     await assert.rejects(
-      database.db.transaction(async (tx) => {
+      h.database.db.transaction(async (tx) => {
         audit.record(tx, { ...ctx, requestId }, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 1, actorId: null }, [{ name, room: 'general', payload: {} }]);
         await tx.query('SELECT 1 / 0');
       }),
@@ -172,7 +169,7 @@ describe('events sent with an audit record', () => {
     const name = `test-${randomUUID()}`;
     const requestId = randomUUID();
     await assert.rejects(
-      database.db.transaction(async (tx) => {
+      h.database.db.transaction(async (tx) => {
         await tx.query(`INSERT INTO events (name, room, payload) VALUES ($1, 'general', '{}')`, [`${name}-change`]);
         // A NUL in a jsonb string is refused by PostgreSQL: the events part of the statement fails.
         audit.record(tx, { ...ctx, requestId }, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 1, actorId: null }, [{ name, room: 'general', payload: { bad: 'a\u0000b' } }]);

@@ -3,19 +3,13 @@
 // which are idempotent, count right under concurrency, and notify the author of a new like
 // from someone else.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { createUser, loginAdmin, type Session } from './helpers/client.js';
-import { needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
-import { allPages, eventRows, inBatches, notificationRows, uniqueWord, type PageBody } from './helpers/teamwork.js';
+import { describe, test } from 'node:test';
+import type { Session } from './helpers/client.js';
+import { allPages, countRows, eventRows, inBatches, notificationRows, uniqueWord, type PageBody } from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
+import { needsPostgres } from './helpers/server.js';
 
-let server: TestServer;
-let admin: Session;
-
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
-});
-after(() => server?.close());
+const h = useTestServer();
 
 // ── little helpers ─────────────────────────────────────────────────────────────────────
 
@@ -29,7 +23,6 @@ interface PostBody {
 }
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const newUser = () => createUser(server, admin);
 const desc = (...ids: number[]) => [...ids].sort((a, b) => b - a);
 
 async function post(by: Session, content = `Hello ${uniqueWord()}`): Promise<PostBody> {
@@ -42,18 +35,15 @@ const like = (who: Session, postId: number) => who.client.put<PostBody>(`/api/v1
 const unlike = (who: Session, postId: number) => who.client.delete<PostBody>(`/api/v1/posts/${postId}/like`, { token: who.token });
 const getPost = (who: Session, postId: number) => who.client.get<PostBody>(`/api/v1/posts/${postId}`, { token: who.token });
 
-const likedNotifications = (postId: number) => notificationRows(server, `kind = 'post_liked' AND payload->>'post_id' = $1`, [String(postId)]);
+const likedNotifications = (postId: number) => notificationRows(h.server, `kind = 'post_liked' AND payload->>'post_id' = $1`, [String(postId)]);
 
-async function likeRows(postId: number): Promise<number> {
-  const rows = await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM post_likes WHERE post_id = $1', [postId]);
-  return rows[0]!.n;
-}
+const likeRows = (postId: number) => countRows(h.server, 'post_likes WHERE post_id = $1', [postId]);
 
 // ── the feed ───────────────────────────────────────────────────────────────────────────
 
 describe('posting to the feed', () => {
   test('creates a post: 201 with Location, no likes yet', async () => {
-    const author = await newUser();
+    const author = await h.newUser();
     const res = await author.client.post<PostBody>('/api/v1/posts', { content: 'Shipped the beta today!' }, { token: author.token });
     assert.equal(res.status, 201, res.text);
     assert.equal(res.headers.get('location'), `/api/v1/posts/${res.body.id}`);
@@ -68,7 +58,7 @@ describe('posting to the feed', () => {
   });
 
   test('accepts 1 and 5000 characters and refuses empty, blank and 5001 characters with 400', async () => {
-    const author = await newUser();
+    const author = await h.newUser();
     assert.equal((await post(author, 'x')).content, 'x');
     assert.equal((await post(author, 'y'.repeat(5000))).content.length, 5000);
     for (const body of [{ content: '' }, { content: '   ' }, { content: 'z'.repeat(5001) }, {}, { content: 5 }, { content: 'ok', author_id: 1 }]) {
@@ -81,7 +71,7 @@ describe('posting to the feed', () => {
   });
 
   test('lists the feed newest first, filters by author_id, and pages with a cursor', async () => {
-    const [alice, bob] = await Promise.all([newUser(), newUser()]);
+    const [alice, bob] = await Promise.all([h.newUser(), h.newUser()]);
     const ids: number[] = [];
     for (let i = 0; i < 5; i++) ids.push((await post(alice, `alice ${i}`)).id);
     const bobs = (await post(bob, 'bob speaks')).id;
@@ -114,7 +104,7 @@ describe('posting to the feed', () => {
   });
 
   test('a missing post is 404 and a malformed id is 400', async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     assert.equal((await getPost(user, 987654321)).status, 404);
     assert.equal((await user.client.get('/api/v1/posts/abc', { token: user.token })).status, 400);
     assert.equal((await like(user, 987654321)).status, 404);
@@ -124,7 +114,7 @@ describe('posting to the feed', () => {
 
 describe('deleting a post', () => {
   test('its author deletes it: 204, then 404', async () => {
-    const author = await newUser();
+    const author = await h.newUser();
     const p = await post(author);
     const res = await author.client.delete(`/api/v1/posts/${p.id}`, { token: author.token });
     assert.equal(res.status, 204, res.text);
@@ -133,17 +123,17 @@ describe('deleting a post', () => {
   });
 
   test('an ADMIN deletes anyone’s post, likes and all', async () => {
-    const [author, fan] = await Promise.all([newUser(), newUser()]);
+    const [author, fan] = await Promise.all([h.newUser(), h.newUser()]);
     const p = await post(author);
     assert.equal((await like(fan, p.id)).status, 200);
-    const res = await admin.client.delete(`/api/v1/posts/${p.id}`, { token: admin.token });
+    const res = await h.admin.client.delete(`/api/v1/posts/${p.id}`, { token: h.admin.token });
     assert.equal(res.status, 204, res.text);
     assert.equal((await getPost(author, p.id)).status, 404);
     assert.equal(await likeRows(p.id), 0);
   });
 
   test('refuses someone else with 403 and keeps the post', async () => {
-    const [author, other] = await Promise.all([newUser(), newUser()]);
+    const [author, other] = await Promise.all([h.newUser(), h.newUser()]);
     const p = await post(author);
     const res = await other.client.delete(`/api/v1/posts/${p.id}`, { token: other.token });
     assert.equal(res.status, 403, res.text);
@@ -156,7 +146,7 @@ describe('deleting a post', () => {
 
 describe('likes', () => {
   test('liking twice counts once: like_count 1, liked_by_me true for the liker only', async () => {
-    const [author, fan] = await Promise.all([newUser(), newUser()]);
+    const [author, fan] = await Promise.all([h.newUser(), h.newUser()]);
     const p = await post(author);
     const first = await like(fan, p.id);
     assert.equal(first.status, 200, first.text);
@@ -178,7 +168,7 @@ describe('likes', () => {
   });
 
   test('unliking twice leaves like_count 0 and liked_by_me false', async () => {
-    const [author, fan, other] = await Promise.all([newUser(), newUser(), newUser()]);
+    const [author, fan, other] = await Promise.all([h.newUser(), h.newUser(), h.newUser()]);
     const p = await post(author);
     await like(fan, p.id);
     await like(other, p.id);
@@ -200,7 +190,7 @@ describe('likes', () => {
   });
 
   test('a new like notifies the author once with post_liked {post_id, actor_id} and pushes post-liked', async () => {
-    const [author, fan] = await Promise.all([newUser(), newUser()]);
+    const [author, fan] = await Promise.all([h.newUser(), h.newUser()]);
     const p = await post(author);
     await like(fan, p.id);
     await like(fan, p.id);
@@ -212,7 +202,7 @@ describe('likes', () => {
     const listed = await author.client.get<PageBody<{ id: number; kind: string; payload: Record<string, unknown> }>>('/api/v1/notifications', { token: author.token });
     assert.deepEqual(listed.body.data.map((n) => [n.id, n.kind]), [[notes[0]!.id, 'post_liked']]);
 
-    const events = await eventRows(server, `room = $1`, [`user:${author.id}`]);
+    const events = await eventRows(h.server, `room = $1`, [`user:${author.id}`]);
     const pushed = events.filter((e) => e.name === 'post-liked');
     assert.equal(pushed.length, 1);
     assert.deepEqual({ ...pushed[0]!.payload }, { post_id: p.id, user_id: fan.id, like_count: 1 });
@@ -223,20 +213,20 @@ describe('likes', () => {
   });
 
   test('liking your own post counts but notifies nobody', async () => {
-    const author = await newUser();
+    const author = await h.newUser();
     const p = await post(author);
     const res = await like(author, p.id);
     assert.equal(res.status, 200);
     assert.equal(res.body.like_count, 1);
     assert.equal(res.body.liked_by_me, true);
     assert.equal((await likedNotifications(p.id)).length, 0);
-    assert.equal((await notificationRows(server, 'user_id = $1', [author.id])).length, 0);
+    assert.equal((await notificationRows(h.server, 'user_id = $1', [author.id])).length, 0);
   });
 
   test('100 different users liking one post at once give like_count 100', { skip: needsPostgres }, async () => {
-    const author = await newUser();
+    const author = await h.newUser();
     const p = await post(author);
-    const fans = await inBatches(Array.from({ length: 100 }), 4, () => newUser());
+    const fans = await inBatches(Array.from({ length: 100 }), 4, () => h.newUser());
     const results = await Promise.all(fans.map((fan) => like(fan, p.id)));
     assert.deepEqual(results.map((r) => r.status), Array(100).fill(200), results.find((r) => r.status !== 200)?.text);
     assert.ok(results.every((r) => r.body.liked_by_me === true));
@@ -249,9 +239,9 @@ describe('likes', () => {
 
 describe('If-Match on likes', () => {
   test('a like with the ETag the caller read succeeds; a stale one is 412 and changes nothing', async () => {
-    const author = await newUser();
-    const fan = await newUser();
-    const other = await newUser();
+    const author = await h.newUser();
+    const fan = await h.newUser();
+    const other = await h.newUser();
     const p = await post(author);
     const read = await getPost(fan, p.id);
     assert.equal(read.status, 200);

@@ -3,15 +3,14 @@
 // plan, never planned again; a full-text word or a time range is planned for its value on
 // every call instead of being prepared. PGlite ignores prepared statement names.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { Queryable } from '../src/db/database.js';
 import { queryAuditLog } from '../src/modules/audit/audit.repository.js';
 import { listTasks } from '../src/modules/tasks/tasks.repository.js';
-import { createTestDatabase, needsPostgres, type TestDatabase } from './helpers/server.js';
+import { useTestDatabase } from './helpers/harness.js';
+import { needsPostgres } from './helpers/server.js';
 
-let database: TestDatabase;
-before(async () => (database = await createTestDatabase()));
-after(() => database?.drop());
+const h = useTestDatabase();
 
 interface Prepared {
   name: string;
@@ -29,7 +28,7 @@ function preparedLists(q: Queryable): Promise<Prepared[]> {
 
 describe('list statements and the plan cache', { skip: needsPostgres }, () => {
   test('one combination of filters is prepared once and runs on one generic plan, whatever the values', async () => {
-    await database.db.transaction(async (tx) => {
+    await h.database.db.transaction(async (tx) => {
       for (let i = 1; i <= 8; i++) await listTasks(tx, { memberId: null, project_id: i, status: i % 2 ? 'TODO' : 'DONE' }, undefined, 10 * i);
       for (let i = 1; i <= 8; i++) await queryAuditLog(tx, { actor_id: i }, undefined, 5 * i);
       const prepared = await preparedLists(tx);
@@ -39,7 +38,7 @@ describe('list statements and the plan cache', { skip: needsPostgres }, () => {
   });
 
   test('a full-text word or a time range is planned for its value on each call, never prepared', async () => {
-    await database.db.transaction(async (tx) => {
+    await h.database.db.transaction(async (tx) => {
       // The connection may hold statements prepared by an earlier test: none may be added.
       const before = await preparedLists(tx);
       for (const word of ['alpha', 'beta', 'gamma']) await listTasks(tx, { memberId: null, q: word, status: 'TODO' }, undefined, 50);

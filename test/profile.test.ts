@@ -2,18 +2,12 @@
 // own security log (section 5 records about their account, personal data resolved).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
-import { Client, auditRows, createUser, login, loginAdmin, type Session } from './helpers/client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { describe, test } from 'node:test';
+import { Client, auditRows, login, type Session } from './helpers/client.js';
+import { allPages, type PageBody } from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
 
-let server: TestServer;
-let admin: Session;
-
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
-});
-after(() => server?.close());
+const h = useTestServer();
 
 interface UserBody {
   id: number;
@@ -39,33 +33,17 @@ interface AuditRecordBody {
   request_id: string;
 }
 
-interface PageBody<T> {
-  data: T[];
-  next_cursor: string | null;
-}
-
 const SECURITY_ACTIONS = ['LOGIN_SUCCESS', 'LOGIN_FAILURE', 'LOGOUT', 'PASSWORD_CHANGED', 'SESSION_REVOKED', 'UPDATE_USER_EMAIL'];
 
 /** Every audit record that names a user as actor or resource. */
-const recordsNaming = (userId: number) => auditRows(server, '(actor_id = $1 OR (resource_type = $2 AND resource_id = $1))', [userId, 'USER']);
+const recordsNaming = (userId: number) => auditRows(h.server, '(actor_id = $1 OR (resource_type = $2 AND resource_id = $1))', [userId, 'USER']);
 
-/** Follows next_cursor to the end and returns every record of a user's security log. */
-async function wholeSecurityLog(session: Session, limit = 100): Promise<AuditRecordBody[]> {
-  const all: AuditRecordBody[] = [];
-  let cursor: string | null = null;
-  do {
-    const query: string = cursor ? `?limit=${limit}&cursor=${cursor}` : `?limit=${limit}`;
-    const res = await session.client.get<PageBody<AuditRecordBody>>(`/api/v1/profile/security-log${query}`, { token: session.token });
-    assert.equal(res.status, 200, res.text);
-    all.push(...res.body.data);
-    cursor = res.body.next_cursor;
-  } while (cursor);
-  return all;
-}
+/** Every record of a user's security log, `limit` to a page. */
+const wholeSecurityLog = (session: Session, limit = 100) => allPages<AuditRecordBody>(session, `/api/v1/profile/security-log?limit=${limit}`);
 
 describe('GET /profile', () => {
   test('shows the caller their own user, with their email, an ETag and 304 on a matching If-None-Match', async () => {
-    const me = await createUser(server, admin, { name: 'Profile Owner' });
+    const me = await h.newUser({ name: 'Profile Owner' });
     const res = await me.client.get<UserBody>('/api/v1/profile', { token: me.token });
     assert.equal(res.status, 200);
     assert.equal(res.body.id, me.id);
@@ -88,7 +66,7 @@ describe('GET /profile', () => {
   });
 
   test('requires authentication', async () => {
-    const res = await new Client(server).get('/api/v1/profile');
+    const res = await new Client(h.server).get('/api/v1/profile');
     assert.equal(res.status, 401);
     assert.equal(res.body.code, 'UNAUTHENTICATED');
   });
@@ -96,7 +74,7 @@ describe('GET /profile', () => {
 
 describe('PUT /profile', () => {
   test('changes the caller\'s name and writes no audit record', async () => {
-    const me = await createUser(server, admin, { name: 'Old Name' });
+    const me = await h.newUser({ name: 'Old Name' });
     const before = await recordsNaming(me.id);
     const res = await me.client.put<UserBody>('/api/v1/profile', { name: 'New Name' }, { token: me.token });
     assert.equal(res.status, 200, res.text);
@@ -105,13 +83,13 @@ describe('PUT /profile', () => {
     assert.equal(res.headers.get('cache-control'), 'no-store');
     const fetched = await me.client.get<UserBody>('/api/v1/profile', { token: me.token });
     assert.equal(fetched.body.name, 'New Name');
-    const seenByAdmin = await admin.client.get<UserBody>(`/api/v1/users/${me.id}`, { token: admin.token });
+    const seenByAdmin = await h.admin.client.get<UserBody>(`/api/v1/users/${me.id}`, { token: h.admin.token });
     assert.equal(seenByAdmin.body.name, 'New Name');
     assert.deepEqual((await recordsNaming(me.id)).map((r) => r.id), before.map((r) => r.id));
   });
 
   test('rejects role and other unknown fields with 400 and changes nothing', async () => {
-    const me = await createUser(server, admin, { name: 'Steady' });
+    const me = await h.newUser({ name: 'Steady' });
     const bodies: Array<Record<string, unknown>> = [
       { name: 'Steady', role: 'ADMIN' },
       { role: 'ADMIN' },
@@ -137,7 +115,7 @@ describe('PUT /profile', () => {
   });
 
   test('answers 412 to a stale If-Match and keeps the name; the current ETag succeeds; the same name keeps the ETag', async () => {
-    const me = await createUser(server, admin, { name: 'First' });
+    const me = await h.newUser({ name: 'First' });
     const v1 = (await me.client.get('/api/v1/profile', { token: me.token })).headers.get('etag')!;
     const second = await me.client.put('/api/v1/profile', { name: 'Second' }, { token: me.token, headers: { 'if-match': v1 } });
     assert.equal(second.status, 200);
@@ -161,9 +139,9 @@ describe('PUT /profile', () => {
 
 describe('GET /profile/security-log', () => {
   test("shows only the caller's own security records, newest first, with their email in LOGIN_FAILURE", async () => {
-    const me = await createUser(server, admin); // LOGIN_SUCCESS (session 1)
-    const other = await createUser(server, admin);
-    const stranger = new Client(server);
+    const me = await h.newUser(); // LOGIN_SUCCESS (session 1)
+    const other = await h.newUser();
+    const stranger = new Client(h.server);
 
     // Someone types my email with a wrong password: a LOGIN_FAILURE about my account.
     const typedEmail = me.email.toUpperCase();
@@ -171,14 +149,14 @@ describe('GET /profile/security-log', () => {
     assert.equal(failed.status, 401);
 
     // A second session, refreshed, then its spent refresh token replayed: SESSION_REVOKED.
-    const second = await login(server, me.email, me.password); // LOGIN_SUCCESS
+    const second = await login(h.server, me.email, me.password); // LOGIN_SUCCESS
     const rotated = await second.client.post('/api/v1/auth/refresh', { refresh_token: second.refreshToken });
     assert.equal(rotated.status, 200);
     const replay = await second.client.post('/api/v1/auth/refresh', { refresh_token: second.refreshToken });
     assert.equal(replay.status, 401);
 
     // A third session that logs out: LOGOUT.
-    const third = await login(server, me.email, me.password); // LOGIN_SUCCESS
+    const third = await login(h.server, me.email, me.password); // LOGIN_SUCCESS
     assert.equal((await third.client.post('/api/v1/auth/logout', undefined, { token: third.token })).status, 204);
 
     // Session 1 changes the password (PASSWORD_CHANGED) and then the email (UPDATE_USER_EMAIL).
@@ -194,7 +172,7 @@ describe('GET /profile/security-log', () => {
     await stranger.post('/api/v1/auth/login', { email: other.email, password: 'not-the-password' });
     await stranger.post('/api/v1/auth/login', { email: `nobody-${randomBytes(4).toString('hex')}@test.local`, password: 'not-the-password' });
     await other.client.post('/api/v1/auth/logout', undefined, { token: other.token });
-    await admin.client.put(`/api/v1/users/${me.id}`, { name: 'Renamed By Admin' }, { token: admin.token });
+    await h.admin.client.put(`/api/v1/users/${me.id}`, { name: 'Renamed By Admin' }, { token: h.admin.token });
 
     const log = await wholeSecurityLog(me);
     assert.deepEqual(log.map((r) => r.action), [
@@ -228,11 +206,11 @@ describe('GET /profile/security-log', () => {
     assert.equal(revoked.metadata.reason, 'refresh_reuse');
 
     // The log matches the table: exactly my records of these kinds, nobody else's.
-    const expected = await auditRows(server, `resource_type = 'USER' AND resource_id = $1 AND action = ANY($2::text[])`, [me.id, SECURITY_ACTIONS]);
+    const expected = await auditRows(h.server, `resource_type = 'USER' AND resource_id = $1 AND action = ANY($2::text[])`, [me.id, SECURITY_ACTIONS]);
     assert.deepEqual(ids, expected.map((r) => r.id).reverse());
 
     // The other user's log (read from a new session: they logged out) holds only their own records.
-    const theirs = await wholeSecurityLog(await login(server, other.email, other.password));
+    const theirs = await wholeSecurityLog(await login(h.server, other.email, other.password));
     assert.ok(theirs.length >= 2);
     for (const record of theirs) assert.equal(record.resource_id, other.id);
     assert.ok(!theirs.some((r) => ids.includes(r.id)));
@@ -240,8 +218,8 @@ describe('GET /profile/security-log', () => {
   });
 
   test('paginates with limit, next_cursor and a Link header, without gaps or repeats', async () => {
-    const me = await createUser(server, admin); // LOGIN_SUCCESS
-    for (let i = 0; i < 4; i++) await login(server, me.email, me.password); // 4 more LOGIN_SUCCESS
+    const me = await h.newUser(); // LOGIN_SUCCESS
+    for (let i = 0; i < 4; i++) await login(h.server, me.email, me.password); // 4 more LOGIN_SUCCESS
 
     const whole = await wholeSecurityLog(me);
     assert.equal(whole.length, 5);
@@ -255,7 +233,7 @@ describe('GET /profile/security-log', () => {
     assert.ok(m, `Link header: ${link}`);
 
     // A record written between page requests does not shift later pages.
-    await login(server, me.email, me.password);
+    await login(h.server, me.email, me.password);
 
     const second = await me.client.get<PageBody<AuditRecordBody>>(m[1]!, { token: me.token });
     assert.equal(second.status, 200, second.text);
@@ -279,33 +257,33 @@ describe('GET /profile/security-log', () => {
   });
 
   test('a user with a fresh account sees only their own first login, and anonymous callers get 401', async () => {
-    const me = await createUser(server, admin);
+    const me = await h.newUser();
     const log = await wholeSecurityLog(me);
     assert.deepEqual(log.map((r) => r.action), ['LOGIN_SUCCESS']);
     assert.equal(log[0]!.actor_id, me.id);
-    const anonymous = await new Client(server).get('/api/v1/profile/security-log');
+    const anonymous = await new Client(h.server).get('/api/v1/profile/security-log');
     assert.equal(anonymous.status, 401);
   });
 
   test("shows an ADMIN's change of the caller's email without the ADMIN's address or user agent", async () => {
-    const me = await createUser(server, admin);
+    const me = await h.newUser();
     const newEmail = `by-admin-${randomBytes(4).toString('hex')}@test.local`;
-    const changed = await admin.client.put(`/api/v1/users/${me.id}`, { email: newEmail }, { token: admin.token, headers: { 'user-agent': 'admin-console/1.0' } });
+    const changed = await h.admin.client.put(`/api/v1/users/${me.id}`, { email: newEmail }, { token: h.admin.token, headers: { 'user-agent': 'admin-console/1.0' } });
     assert.equal(changed.status, 200, changed.text);
 
     const log = await wholeSecurityLog(me);
     const emailChange = log.find((r) => r.action === 'UPDATE_USER_EMAIL');
     assert.ok(emailChange, 'the email change is in the log');
-    assert.equal(emailChange.actor_id, admin.id);
+    assert.equal(emailChange.actor_id, h.admin.id);
     assert.equal(emailChange.ip, null);
     assert.equal(emailChange.user_agent, null);
     // The caller's own records keep their address.
     const ownLogin = log.find((r) => r.action === 'LOGIN_SUCCESS');
     assert.equal(ownLogin?.ip, me.client.ip);
     // The ADMIN's audit view keeps everything.
-    const raw = await auditRows(server, `action = 'UPDATE_USER_EMAIL' AND resource_id = $1`, [me.id]);
+    const raw = await auditRows(h.server, `action = 'UPDATE_USER_EMAIL' AND resource_id = $1`, [me.id]);
     assert.equal(raw.length, 1);
-    assert.equal(raw[0]!.ip, admin.client.ip);
+    assert.equal(raw[0]!.ip, h.admin.client.ip);
     assert.equal(raw[0]!.user_agent, 'admin-console/1.0');
   });
 });

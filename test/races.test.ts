@@ -10,20 +10,14 @@
 // - racing: 50 rounds of the real requests sent at once; every success must be ordered before
 //   the loss, and no task may be left assigned to a non-member.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { Tx } from '../src/db/database.js';
-import { auditRows, createUser, loginAdmin, type Response, type Session } from './helpers/client.js';
-import { addMember, createProject, createTask, putMember, tag } from './helpers/projects-fixtures.js';
-import { needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
+import { auditRows, type Response, type Session } from './helpers/client.js';
+import { addMember, createProject, createTask, putMember, uniqueWord } from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
+import { needsPostgres } from './helpers/server.js';
 
-let server: TestServer;
-let admin: Session;
-
-before(async () => {
-  server = await startTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
-  admin = await loginAdmin(server);
-});
-after(() => server?.close());
+const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
 
 const ROUNDS = 50;
 const skip = needsPostgres;
@@ -35,12 +29,12 @@ const skip = needsPostgres;
  */
 async function whileLosing(loss: (tx: Tx) => Promise<void>, request: () => Promise<Response>): Promise<Response> {
   let pending: Promise<Response> | undefined;
-  await server.owner.transaction(async (tx) => {
+  await h.server.owner.transaction(async (tx) => {
     await loss(tx);
     pending = request();
     const settled = pending.then((res) => res.status);
     for (let i = 0; ; i++) {
-      const waiting = await server.owner.query<{ n: number }>(
+      const waiting = await h.server.owner.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
       );
       if (waiting[0]!.n > 0) break;
@@ -69,11 +63,11 @@ const changeUser = (userId: number, change: 'demote' | 'deactivate') => async (t
   }
 };
 
-const deniedOf = async (res: Response) => auditRows(server, `request_id = $1 AND result = 'DENIED'`, [res.headers.get('x-request-id')]);
+const deniedOf = async (res: Response) => auditRows(h.server, `request_id = $1 AND result = 'DENIED'`, [res.headers.get('x-request-id')]);
 
 async function team() {
-  const owner = await createUser(server, admin);
-  const member = await createUser(server, admin);
+  const owner = await h.newUser();
+  const member = await h.newUser();
   const project = await createProject(owner);
   await addMember(owner, project.id, member.id);
   return { owner, member, project };
@@ -87,7 +81,7 @@ describe('deterministic: the request queues behind the loss of its right, then i
       member.client.put(`/api/v1/tasks/${task.id}/status`, { status: 'IN_PROGRESS' }, { token: member.token }));
     assert.equal(res.status, 404, res.text);
     assert.deepEqual((await deniedOf(res)).map((r) => r.action), ['CHANGE_TASK_STATUS']);
-    const rows = await server.owner.query<{ status: string }>('SELECT status FROM tasks WHERE id = $1', [task.id]);
+    const rows = await h.server.owner.query<{ status: string }>('SELECT status FROM tasks WHERE id = $1', [task.id]);
     assert.equal(rows[0]!.status, 'TODO');
   });
 
@@ -98,63 +92,63 @@ describe('deterministic: the request queues behind the loss of its right, then i
       member.client.put(`/api/v1/tasks/${task.id}/assignee`, { assignee_id: owner.id }, { token: member.token }));
     assert.equal(res.status, 404, res.text);
     assert.deepEqual((await deniedOf(res)).map((r) => r.action), ['ASSIGN_TASK']);
-    const rows = await server.owner.query<{ assignee_id: number | null }>('SELECT assignee_id FROM tasks WHERE id = $1', [task.id]);
+    const rows = await h.server.owner.query<{ assignee_id: number | null }>('SELECT assignee_id FROM tasks WHERE id = $1', [task.id]);
     assert.equal(rows[0]!.assignee_id, null);
   });
 
   test('a member removed while creating a task: 404, DENIED CREATE_TASK on the project, no task', { skip }, async () => {
     const { member, project } = await team();
-    const title = `Task ${tag()}`;
+    const title = `Task ${uniqueWord()}`;
     const res = await whileLosing(removeMembership(project.id, member.id), () =>
       member.client.post('/api/v1/tasks', { project_id: project.id, title }, { token: member.token }));
     assert.equal(res.status, 404, res.text);
     const denied = await deniedOf(res);
     assert.deepEqual(denied.map((r) => [r.action, r.resource_type, r.resource_id]), [['CREATE_TASK', 'PROJECT', project.id]]);
-    assert.equal((await server.owner.query('SELECT 1 FROM tasks WHERE title = $1', [title])).length, 0);
+    assert.equal((await h.server.owner.query('SELECT 1 FROM tasks WHERE title = $1', [title])).length, 0);
   });
 
   test('a member removed while posting to the project room: 404, no message', { skip }, async () => {
     const { member, project } = await team();
-    const text = `hello ${tag()}`;
+    const text = `hello ${uniqueWord()}`;
     const res = await whileLosing(removeMembership(project.id, member.id), () =>
       member.client.post('/api/v1/messages', { room: `project:${project.id}`, text }, { token: member.token }));
     assert.equal(res.status, 404, res.text);
-    assert.equal((await server.owner.query('SELECT 1 FROM messages WHERE text = $1', [text])).length, 0);
+    assert.equal((await h.server.owner.query('SELECT 1 FROM messages WHERE text = $1', [text])).length, 0);
   });
 
   test('an OWNER demoted while renaming the project: 403, the name unchanged', { skip }, async () => {
     const { owner, member, project } = await team();
-    await putMember(owner, project.id, member.id, 'OWNER');
+    assert.equal((await putMember(owner, project.id, member.id, 'OWNER')).status, 200);
     const demote = async (tx: Tx) => {
       await tx.query('SELECT id FROM projects WHERE id = $1 FOR NO KEY UPDATE', [project.id]);
       await tx.query(`UPDATE project_members SET role = 'MEMBER' WHERE project_id = $1 AND user_id = $2`, [project.id, member.id]);
     };
-    const res = await whileLosing(demote, () => member.client.put(`/api/v1/projects/${project.id}`, { name: `Renamed ${tag()}` }, { token: member.token }));
+    const res = await whileLosing(demote, () => member.client.put(`/api/v1/projects/${project.id}`, { name: `Renamed ${uniqueWord()}` }, { token: member.token }));
     assert.equal(res.status, 403, res.text);
-    const rows = await server.owner.query<{ name: string }>('SELECT name FROM projects WHERE id = $1', [project.id]);
+    const rows = await h.server.owner.query<{ name: string }>('SELECT name FROM projects WHERE id = $1', [project.id]);
     assert.equal(rows[0]!.name, project.name);
   });
 
   test('an ADMIN demoted while creating a user (after hashing its password): 403, DENIED CREATE_USER, no user', { skip }, async () => {
-    const other = await createUser(server, admin, { role: 'ADMIN' });
-    const email = `race-${tag()}@test.local`;
+    const other = await h.newUser({ role: 'ADMIN' });
+    const email = `race-${uniqueWord()}@test.local`;
     const res = await whileLosing(changeUser(other.id, 'demote'), () =>
       other.client.post('/api/v1/users', { email, name: 'Raced', password: 'a-long-password-1' }, { token: other.token }));
     assert.equal(res.status, 403, res.text);
     assert.deepEqual((await deniedOf(res)).map((r) => [r.action, r.resource_type, r.resource_id]), [['CREATE_USER', 'USER', null]]);
-    assert.equal((await server.owner.query('SELECT 1 FROM users WHERE email = $1', [email])).length, 0);
+    assert.equal((await h.server.owner.query('SELECT 1 FROM users WHERE email = $1', [email])).length, 0);
   });
 
   test('a user deactivated while changing their password: 403 ACCOUNT_DEACTIVATED, the password unchanged', { skip }, async () => {
-    const user = await createUser(server, admin);
-    const before = await server.owner.query<{ password_hash: string }>('SELECT password_hash FROM users WHERE id = $1', [user.id]);
+    const user = await h.newUser();
+    const before = await h.server.owner.query<{ password_hash: string }>('SELECT password_hash FROM users WHERE id = $1', [user.id]);
     const res = await whileLosing(changeUser(user.id, 'deactivate'), () =>
       user.client.put('/api/v1/auth/password', { current_password: user.password, new_password: 'a-brand-new-password' }, { token: user.token }));
     assert.equal(res.status, 403, res.text);
     assert.equal(res.body.code, 'ACCOUNT_DEACTIVATED');
-    const after = await server.owner.query<{ password_hash: string }>('SELECT password_hash FROM users WHERE id = $1', [user.id]);
+    const after = await h.server.owner.query<{ password_hash: string }>('SELECT password_hash FROM users WHERE id = $1', [user.id]);
     assert.equal(after[0]!.password_hash, before[0]!.password_hash);
-    assert.equal((await auditRows(server, `action = 'PASSWORD_CHANGED' AND resource_id = $1 AND result = 'SUCCESS'`, [user.id])).length, 0);
+    assert.equal((await auditRows(h.server, `action = 'PASSWORD_CHANGED' AND resource_id = $1 AND result = 'SUCCESS'`, [user.id])).length, 0);
   });
 
   test('an assignee removed while being assigned: 400, the task not assigned to a non-member', { skip }, async () => {
@@ -164,7 +158,7 @@ describe('deterministic: the request queues behind the loss of its right, then i
       owner.client.put(`/api/v1/tasks/${task.id}/assignee`, { assignee_id: member.id }, { token: owner.token }));
     assert.equal(res.status, 400, res.text);
     assert.equal(res.body.errors[0].field, '/assignee_id');
-    const rows = await server.owner.query<{ assignee_id: number | null }>('SELECT assignee_id FROM tasks WHERE id = $1', [task.id]);
+    const rows = await h.server.owner.query<{ assignee_id: number | null }>('SELECT assignee_id FROM tasks WHERE id = $1', [task.id]);
     assert.equal(rows[0]!.assignee_id, null);
   });
 });
@@ -199,19 +193,19 @@ async function assertOrdered(rounds: Round[], idOf: (res: Response) => Promise<n
 }
 
 const recordIdOf = (action: string) => async (res: Response) => {
-  const rows = await auditRows(server, `request_id = $1 AND action = $2`, [res.headers.get('x-request-id'), action]);
+  const rows = await auditRows(h.server, `request_id = $1 AND action = $2`, [res.headers.get('x-request-id'), action]);
   assert.equal(rows.length, 1, `one ${action} record`);
   return rows[0]!.id;
 };
 
 async function eventIdOf(name: string, res: Response): Promise<number> {
-  const rows = await server.owner.query<{ id: number }>(`SELECT id FROM events WHERE name = $1 AND payload->>'id' = $2`, [name, String(res.body.id)]);
+  const rows = await h.server.owner.query<{ id: number }>(`SELECT id FROM events WHERE name = $1 AND payload->>'id' = $2`, [name, String(res.body.id)]);
   return rows[0]!.id;
 }
 
 async function membershipEventIdOf(projectId: number, userId: number, res: Response): Promise<number> {
   const record = await recordIdOf('REMOVE_PROJECT_MEMBER')(res);
-  const rows = await server.owner.query<{ id: number }>(
+  const rows = await h.server.owner.query<{ id: number }>(
     `SELECT id FROM events WHERE name = 'membership-changed' AND (payload->>'project_id')::bigint = $1 AND (payload->>'user_id')::bigint = $2
         AND xact_id = (SELECT xact_id FROM audit_log WHERE id = $3)`,
     [projectId, userId, record],
@@ -220,7 +214,7 @@ async function membershipEventIdOf(projectId: number, userId: number, res: Respo
 }
 
 async function noTaskAssignedToANonMember(): Promise<void> {
-  const orphans = await server.owner.query(
+  const orphans = await h.server.owner.query(
     `SELECT t.id FROM tasks t WHERE t.assignee_id IS NOT NULL
         AND NOT EXISTS (SELECT 1 FROM project_members m WHERE m.project_id = t.project_id AND m.user_id = t.assignee_id)`,
   );
@@ -231,7 +225,9 @@ async function noTaskAssignedToANonMember(): Promise<void> {
 async function raceRemoval(owner: Session, member: Session, projectId: number, act: (round: number) => Promise<Response>): Promise<Round[]> {
   const rounds: Round[] = [];
   for (let i = 0; i < ROUNDS; i++) {
-    await addMember(owner, projectId, member.id);
+    // team() made them a member; each round's removal (the loss) makes them a new one again.
+    const added = await putMember(owner, projectId, member.id, 'MEMBER');
+    assert.equal(added.status, i === 0 ? 200 : 201, added.text);
     const [actRes, loss] = await Promise.all([act(i), owner.client.delete(`/api/v1/projects/${projectId}/members/${member.id}`, { token: owner.token })]);
     rounds.push({ act: actRes, loss });
   }
@@ -259,7 +255,7 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
   test('a member removed while creating tasks assigned to themself', { skip }, async () => {
     const { owner, member, project } = await team();
     const rounds = await raceRemoval(owner, member, project.id, () =>
-      member.client.post('/api/v1/tasks', { project_id: project.id, title: `Task ${tag()}`, assignee_id: member.id }, { token: member.token }));
+      member.client.post('/api/v1/tasks', { project_id: project.id, title: `Task ${uniqueWord()}`, assignee_id: member.id }, { token: member.token }));
     await assertOrdered(rounds, recordIdOf('CREATE_TASK'), recordIdOf('REMOVE_PROJECT_MEMBER'));
     await noTaskAssignedToANonMember();
   });
@@ -267,7 +263,7 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
   test('a member removed while posting to the project room', { skip }, async () => {
     const { owner, member, project } = await team();
     const rounds = await raceRemoval(owner, member, project.id, () =>
-      member.client.post('/api/v1/messages', { room: `project:${project.id}`, text: `hello ${tag()}` }, { token: member.token }));
+      member.client.post('/api/v1/messages', { room: `project:${project.id}`, text: `hello ${uniqueWord()}` }, { token: member.token }));
     // Messages are not audited: the order is the outbox's, whose ids follow commit order the same way.
     await assertOrdered(rounds, (res) => eventIdOf('new-message', res), (res) => membershipEventIdOf(project.id, member.id, res));
   });
@@ -285,9 +281,9 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
     const { owner, member, project } = await team();
     const rounds: Round[] = [];
     for (let i = 0; i < ROUNDS; i++) {
-      await putMember(owner, project.id, member.id, 'OWNER');
+      assert.equal((await putMember(owner, project.id, member.id, 'OWNER')).status, 200);
       const [act, loss] = await Promise.all([
-        member.client.put(`/api/v1/projects/${project.id}`, { name: `Renamed ${i} ${tag()}` }, { token: member.token }),
+        member.client.put(`/api/v1/projects/${project.id}`, { name: `Renamed ${i} ${uniqueWord()}` }, { token: member.token }),
         putMember(owner, project.id, member.id, 'MEMBER'),
       ]);
       rounds.push({ act, loss });
@@ -309,10 +305,10 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
   test('an ADMIN demoted while creating users', { skip }, async () => {
     const rounds: Round[] = [];
     for (let i = 0; i < ROUNDS; i++) {
-      const other = await createUser(server, admin, { role: 'ADMIN' });
+      const other = await h.newUser({ role: 'ADMIN' });
       const [act, loss] = await Promise.all([
-        other.client.post('/api/v1/users', { email: `race-${tag()}@test.local`, name: 'Raced', password: 'a-long-password-1' }, { token: other.token }),
-        admin.client.put(`/api/v1/users/${other.id}/role`, { role: 'USER' }, { token: admin.token }),
+        other.client.post('/api/v1/users', { email: `race-${uniqueWord()}@test.local`, name: 'Raced', password: 'a-long-password-1' }, { token: other.token }),
+        h.admin.client.put(`/api/v1/users/${other.id}/role`, { role: 'USER' }, { token: h.admin.token }),
       ]);
       rounds.push({ act, loss });
     }
@@ -322,10 +318,10 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
   test('a user deactivated while changing their password', { skip }, async () => {
     const rounds: Round[] = [];
     for (let i = 0; i < ROUNDS; i++) {
-      const user = await createUser(server, admin);
+      const user = await h.newUser();
       const [act, loss] = await Promise.all([
         user.client.put('/api/v1/auth/password', { current_password: user.password, new_password: `new-password-${i}-long` }, { token: user.token }),
-        admin.client.put(`/api/v1/users/${user.id}/active`, { active: false }, { token: admin.token }),
+        h.admin.client.put(`/api/v1/users/${user.id}/active`, { active: false }, { token: h.admin.token }),
       ]);
       rounds.push({ act, loss });
     }

@@ -1,14 +1,12 @@
 // The real server process: first start, restart, configuration errors, graceful shutdown,
 // and the first ADMIN created once when instances start together.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { APP_ROLE, createPostgresDatabase } from '../src/db/postgres.js';
 import { ensureFirstAdmin } from '../src/first-admin.js';
@@ -16,94 +14,9 @@ import { createLogger } from '../src/logger.js';
 import { DataDirLockedError, LOCK_FILE, lockDataDir } from '../src/ops/data-dir-lock.js';
 import { createDeps } from '../src/runtime.js';
 import { loadSecrets } from '../src/secrets.js';
+import { ROOT, spawnServer, type ServerProcess } from './helpers/process.js';
 import { createTestDatabase, needsPostgres, onPostgres, type TestDatabase } from './helpers/server.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function freePort(): Promise<number> {
-  const probe = net.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = probe.address() as net.AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
-
-interface ServerProcess {
-  url: string;
-  child: ChildProcess;
-  /** Everything written to stdout and stderr so far. */
-  output(): string;
-  exited: Promise<number | null>;
-  /** Resolves once the output contains `text`; rejects if the process exits first. */
-  waitForOutput(text: string): Promise<void>;
-  waitReady(): Promise<void>;
-  stop(): Promise<number | null>;
-}
-
-/** `node --import tsx src/server.ts` with exactly the given environment (nothing inherited but PATH and HOME). */
-async function spawnServer(env: Record<string, string>): Promise<ServerProcess> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: String(port), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  const listeners = new Set<() => void>();
-  const onData = (chunk: Buffer) => {
-    output += chunk.toString();
-    for (const l of listeners) l();
-  };
-  child.stdout!.on('data', onData);
-  child.stderr!.on('data', onData);
-  let code: number | null | undefined;
-  const exited = new Promise<number | null>((resolve) =>
-    child.on('exit', (c) => {
-      code = c;
-      for (const l of listeners) l();
-      resolve(c);
-    }),
-  );
-  const url = `http://127.0.0.1:${port}`;
-  const proc: ServerProcess = {
-    url,
-    child,
-    output: () => output,
-    exited,
-    waitForOutput: (text) =>
-      new Promise<void>((resolve, reject) => {
-        const check = () => {
-          if (output.includes(text)) {
-            listeners.delete(check);
-            resolve();
-          } else if (code !== undefined) {
-            listeners.delete(check);
-            reject(new Error(`the server exited (${code}) before writing "${text}":\n${output}`));
-          }
-        };
-        listeners.add(check);
-        check();
-      }),
-    async waitReady() {
-      for (let attempt = 0; attempt < 600; attempt++) {
-        if (code !== undefined) throw new Error(`the server exited with ${code} before becoming ready:\n${output}`);
-        try {
-          if ((await fetch(`${url}/health/ready`)).status === 200) return;
-        } catch {
-          // Not listening yet.
-        }
-        await sleep(200);
-      }
-      throw new Error(`the server did not become ready:\n${output}`);
-    },
-    async stop() {
-      if (code === undefined) child.kill('SIGTERM');
-      return exited;
-    },
-  };
-  return proc;
-}
 
 async function postJson(url: string, body: unknown, token?: string) {
   const res = await fetch(url, {

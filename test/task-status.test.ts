@@ -4,10 +4,10 @@
 // task-updated event; a disallowed one is 409 INVALID_TRANSITION listing the allowed
 // targets; the current status again is 200 and changes nothing.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { auditRows, createUser, loginAdmin, type Session } from './helpers/client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
-import { addMember, createProject, createTask, eventRows, notificationRows, type ProblemFields, type TaskBody } from './helpers/teamwork.js';
+import { describe, test } from 'node:test';
+import { auditRows, type Session } from './helpers/client.js';
+import { addMember, createProject, createTask, eventRows, notificationRows, type Problem, type TaskBody } from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
 
 type Status = 'TODO' | 'IN_PROGRESS' | 'IN_REVIEW' | 'DONE' | 'CANCELED';
 const STATUSES: Status[] = ['TODO', 'IN_PROGRESS', 'IN_REVIEW', 'DONE', 'CANCELED'];
@@ -31,8 +31,7 @@ const ROUTE_TO: Record<Status, Status[]> = {
   CANCELED: ['CANCELED'],
 };
 
-let server: TestServer;
-let admin: Session;
+const h = useTestServer();
 /** Creates the tasks and owns the project. */
 let creator: Session;
 /** Every task here is assigned to them. */
@@ -42,25 +41,17 @@ let actor: Session;
 let outsider: Session;
 let projectId: number;
 
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
-  [creator, assignee, actor, outsider] = await Promise.all([
-    createUser(server, admin),
-    createUser(server, admin),
-    createUser(server, admin),
-    createUser(server, admin),
-  ]);
+h.before(async () => {
+  [creator, assignee, actor, outsider] = await Promise.all([h.newUser(), h.newUser(), h.newUser(), h.newUser()]);
   projectId = (await createProject(creator)).id;
   await addMember(creator, projectId, assignee.id);
   await addMember(creator, projectId, actor.id);
 });
-after(() => server?.close());
 
 // ── little helpers ─────────────────────────────────────────────────────────────────────
 
 const setStatus = (who: Session, taskId: number, status: string, headers?: Record<string, string>) =>
-  who.client.put<TaskBody & ProblemFields & { allowed_transitions?: string[] }>(`/api/v1/tasks/${taskId}/status`, { status }, { token: who.token, headers });
+  who.client.put<TaskBody & Problem & { allowed_transitions?: string[] }>(`/api/v1/tasks/${taskId}/status`, { status }, { token: who.token, headers });
 
 async function getTask(taskId: number) {
   const res = await creator.client.get<TaskBody>(`/api/v1/tasks/${taskId}`, { token: creator.token });
@@ -70,7 +61,7 @@ async function getTask(taskId: number) {
 
 /** A new task (created by `creator`, assigned to `assignee`) moved to `status` the allowed way. */
 async function taskIn(status: Status): Promise<TaskBody> {
-  const task = await createTask(creator, { project_id: projectId, assignee_id: assignee.id });
+  const task = await createTask(creator, projectId, { assignee_id: assignee.id });
   let current: Status = 'TODO';
   for (const next of ROUTE_TO[status]) {
     assert.ok(CONTRACT[current].includes(next), `set-up route ${current} → ${next} must be allowed`);
@@ -86,9 +77,9 @@ async function taskIn(status: Status): Promise<TaskBody> {
 /** Everything a status change may leave behind for one task. */
 async function traces(taskId: number) {
   const [records, notifications, events] = await Promise.all([
-    auditRows(server, `action = 'CHANGE_TASK_STATUS' AND resource_type = 'TASK' AND resource_id = $1`, [taskId]),
-    notificationRows(server, `kind = 'task_status_changed' AND payload->>'task_id' = $1`, [String(taskId)]),
-    eventRows(server, `name = 'task-updated' AND payload->>'id' = $1`, [String(taskId)]),
+    auditRows(h.server, `action = 'CHANGE_TASK_STATUS' AND resource_type = 'TASK' AND resource_id = $1`, [taskId]),
+    notificationRows(h.server, `kind = 'task_status_changed' AND payload->>'task_id' = $1`, [String(taskId)]),
+    eventRows(h.server, `name = 'task-updated' AND payload->>'id' = $1`, [String(taskId)]),
   ]);
   return { records, notifications, events };
 }
@@ -190,7 +181,7 @@ for (const from of STATUSES) {
 
 describe('notification recipients and access', () => {
   test('a change made by the assignee notifies only the creator', async () => {
-    const task = await createTask(creator, { project_id: projectId, assignee_id: assignee.id });
+    const task = await createTask(creator, projectId, { assignee_id: assignee.id });
     const res = await setStatus(assignee, task.id, 'IN_PROGRESS');
     assert.equal(res.status, 200, res.text);
     const { notifications } = await traces(task.id);
@@ -198,7 +189,7 @@ describe('notification recipients and access', () => {
   });
 
   test('a change made by a creator who assigned themself notifies nobody', async () => {
-    const task = await createTask(creator, { project_id: projectId, assignee_id: creator.id });
+    const task = await createTask(creator, projectId, { assignee_id: creator.id });
     const res = await setStatus(creator, task.id, 'CANCELED');
     assert.equal(res.status, 200, res.text);
     const { records, notifications } = await traces(task.id);
@@ -207,7 +198,7 @@ describe('notification recipients and access', () => {
   });
 
   test('an unassigned task notifies only its creator', async () => {
-    const task = await createTask(creator, { project_id: projectId });
+    const task = await createTask(creator, projectId);
     const res = await setStatus(actor, task.id, 'IN_PROGRESS');
     assert.equal(res.status, 200, res.text);
     const { notifications } = await traces(task.id);
@@ -215,19 +206,19 @@ describe('notification recipients and access', () => {
   });
 
   test('an ADMIN who is not a member may move a task', async () => {
-    const task = await createTask(creator, { project_id: projectId, assignee_id: assignee.id });
-    const res = await setStatus(admin, task.id, 'IN_PROGRESS');
+    const task = await createTask(creator, projectId, { assignee_id: assignee.id });
+    const res = await setStatus(h.admin, task.id, 'IN_PROGRESS');
     assert.equal(res.status, 200, res.text);
     const { records } = await traces(task.id);
     assert.equal(records.length, 1);
-    assert.equal(records[0]!.actor_id, admin.id);
+    assert.equal(records[0]!.actor_id, h.admin.id);
   });
 
   test('refuses a status change by a non-member with 404 and records DENIED, leaving the task as it was', async () => {
-    const task = await createTask(creator, { project_id: projectId, assignee_id: assignee.id });
+    const task = await createTask(creator, projectId, { assignee_id: assignee.id });
     const res = await setStatus(outsider, task.id, 'IN_PROGRESS');
     assert.equal(res.status, 404, res.text);
-    const denied = await auditRows(server, `action = 'CHANGE_TASK_STATUS' AND resource_id = $1 AND result = 'DENIED'`, [task.id]);
+    const denied = await auditRows(h.server, `action = 'CHANGE_TASK_STATUS' AND resource_id = $1 AND result = 'DENIED'`, [task.id]);
     assert.equal(denied.length, 1);
     assert.equal(denied[0]!.actor_id, outsider.id);
     assert.equal((await getTask(task.id)).task.status, 'TODO');
@@ -238,7 +229,7 @@ describe('notification recipients and access', () => {
   });
 
   test('refuses a status change with a stale If-Match with 412 and changes nothing', async () => {
-    const task = await createTask(creator, { project_id: projectId, assignee_id: assignee.id });
+    const task = await createTask(creator, projectId, { assignee_id: assignee.id });
     const { etag } = await getTask(task.id);
     assert.ok(etag);
     assert.equal((await setStatus(actor, task.id, 'IN_PROGRESS', { 'if-match': etag })).status, 200);
@@ -250,7 +241,7 @@ describe('notification recipients and access', () => {
   });
 
   test('refuses an unknown status with 400', async () => {
-    const task = await createTask(creator, { project_id: projectId });
+    const task = await createTask(creator, projectId);
     const res = await setStatus(actor, task.id, 'ARCHIVED');
     assert.equal(res.status, 400, res.text);
     assert.equal(res.body.code, 'VALIDATION_FAILED');

@@ -3,35 +3,27 @@
 // the audit records and notifications each change writes, and the events row beside every
 // successful change (task-created / task-updated / task-deleted in room project:<id>).
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { auditRows, createUser, loginAdmin, type Session } from './helpers/client.js';
-import { needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
+import { describe, test } from 'node:test';
+import { auditRows, type Session } from './helpers/client.js';
 import {
-  addMember, allPages, createProject, createTask, eventRows, notificationRows, uniqueWord, type PageBody, type TaskBody,
-} from './helpers/teamwork.js';
+  addMember, allPages, countRows, createProject, createTask, eventRows, notificationRows, uniqueWord, type PageBody, type TaskBody,
+} from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
+import { needsPostgres } from './helpers/server.js';
 
-let server: TestServer;
-let admin: Session;
-
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
-});
-after(() => server?.close());
+const h = useTestServer();
 
 // ── little helpers ─────────────────────────────────────────────────────────────────────
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-const newUser = () => createUser(server, admin);
-
 /** A project owned by a new user, with `members` new users added as MEMBERs. */
 async function team(members = 1) {
-  const owner = await newUser();
+  const owner = await h.newUser();
   const project = await createProject(owner);
   const others: Session[] = [];
   for (let i = 0; i < members; i++) {
-    const m = await newUser();
+    const m = await h.newUser();
     await addMember(owner, project.id, m.id);
     others.push(m);
   }
@@ -39,17 +31,14 @@ async function team(members = 1) {
 }
 
 const taskRecords = (taskId: number, action: string, result = 'SUCCESS') =>
-  auditRows(server, `action = $1 AND resource_type = 'TASK' AND resource_id = $2 AND result = $3`, [action, taskId, result]);
+  auditRows(h.server, `action = $1 AND resource_type = 'TASK' AND resource_id = $2 AND result = $3`, [action, taskId, result]);
 
-const taskEvents = (taskId: number) => eventRows(server, `name LIKE 'task-%' AND payload->>'id' = $1`, [String(taskId)]);
+const taskEvents = (taskId: number) => eventRows(h.server, `name LIKE 'task-%' AND payload->>'id' = $1`, [String(taskId)]);
 
 const assignedNotifications = (taskId: number) =>
-  notificationRows(server, `kind = 'task_assigned' AND payload->>'task_id' = $1`, [String(taskId)]);
+  notificationRows(h.server, `kind = 'task_assigned' AND payload->>'task_id' = $1`, [String(taskId)]);
 
-async function tasksInProject(projectId: number): Promise<number> {
-  const rows = await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM tasks WHERE project_id = $1', [projectId]);
-  return rows[0]!.n;
-}
+const tasksInProject = (projectId: number) => countRows(h.server, 'tasks WHERE project_id = $1', [projectId]);
 
 async function list(who: Session, query: string): Promise<number[]> {
   const res = await who.client.get<PageBody<TaskBody>>(`/api/v1/tasks?${query}`, { token: who.token });
@@ -104,7 +93,7 @@ describe('creating a task', () => {
 
   test('a task without an assignee records assigneeId null and notifies nobody', async () => {
     const { owner, projectId } = await team(0);
-    const task = await createTask(owner, { project_id: projectId, title: 'Unowned work' });
+    const task = await createTask(owner, projectId, { title: 'Unowned work' });
     assert.equal(task.assignee_id, null);
     assert.equal(task.description, '');
     const records = await taskRecords(task.id, 'CREATE_TASK');
@@ -114,12 +103,12 @@ describe('creating a task', () => {
 
   test('the assignee of a new task gets a task_assigned notification naming the task, project, title and actor', async () => {
     const { owner, projectId, members: [member] } = await team(1);
-    const task = await createTask(owner, { project_id: projectId, title: 'Review the budget', assignee_id: member!.id });
+    const task = await createTask(owner, projectId, { title: 'Review the budget', assignee_id: member!.id });
     const notes = await assignedNotifications(task.id);
     assert.equal(notes.length, 1);
     assert.equal(notes[0]!.user_id, member!.id);
     assert.deepEqual(notes[0]!.payload, { task_id: task.id, project_id: projectId, title: 'Review the budget', actor_id: owner.id });
-    const pushed = await eventRows(server, `name = 'new-notification' AND room = $1`, [`user:${member!.id}`]);
+    const pushed = await eventRows(h.server, `name = 'new-notification' AND room = $1`, [`user:${member!.id}`]);
     assert.ok(pushed.some((e) => e.payload.id === notes[0]!.id), 'a new-notification event goes to the assignee');
 
     const seen = await member!.client.get<PageBody<{ id: number; kind: string }>>('/api/v1/notifications', { token: member!.token });
@@ -128,32 +117,32 @@ describe('creating a task', () => {
 
   test('assigning a new task to yourself notifies nobody', async () => {
     const { projectId, members: [member] } = await team(1);
-    const task = await createTask(member!, { project_id: projectId, assignee_id: member!.id });
+    const task = await createTask(member!, projectId, { assignee_id: member!.id });
     assert.equal(task.assignee_id, member!.id);
     assert.equal((await assignedNotifications(task.id)).length, 0);
   });
 
   test('refuses an assignee who is not a member with 400 and creates nothing', async () => {
     const { owner, projectId } = await team(0);
-    const stranger = await newUser();
+    const stranger = await h.newUser();
     const title = `Doomed ${uniqueWord()}`;
     const res = await owner.client.post('/api/v1/tasks', { project_id: projectId, title, assignee_id: stranger.id }, { token: owner.token });
     assert.equal(res.status, 400, res.text);
     assert.equal(res.body.code, 'VALIDATION_FAILED');
     assert.equal(await tasksInProject(projectId), 0);
-    const records = await auditRows(server, `action = 'CREATE_TASK' AND actor_id = $1`, [owner.id]);
+    const records = await auditRows(h.server, `action = 'CREATE_TASK' AND actor_id = $1`, [owner.id]);
     assert.equal(records.length, 0, 'a validation failure writes no record');
-    assert.equal((await notificationRows(server, 'user_id = $1', [stranger.id])).length, 0);
-    assert.equal((await eventRows(server, `name = 'task-created' AND room = $1`, [`project:${projectId}`])).length, 0);
+    assert.equal((await notificationRows(h.server, 'user_id = $1', [stranger.id])).length, 0);
+    assert.equal((await eventRows(h.server, `name = 'task-created' AND room = $1`, [`project:${projectId}`])).length, 0);
   });
 
   test('refuses a task in a project the caller cannot see with 404, records DENIED CREATE_TASK on the project, and creates nothing', async () => {
     const { projectId } = await team(0);
-    const outsider = await newUser();
+    const outsider = await h.newUser();
     const res = await outsider.client.post('/api/v1/tasks', { project_id: projectId, title: 'Sneaky' }, { token: outsider.token });
     assert.equal(res.status, 404, res.text);
     assert.equal(res.body.code, 'NOT_FOUND');
-    const denied = await auditRows(server, `action = 'CREATE_TASK' AND actor_id = $1`, [outsider.id]);
+    const denied = await auditRows(h.server, `action = 'CREATE_TASK' AND actor_id = $1`, [outsider.id]);
     assert.equal(denied.length, 1);
     assert.equal(denied[0]!.result, 'DENIED');
     assert.equal(denied[0]!.resource_type, 'PROJECT');
@@ -162,7 +151,7 @@ describe('creating a task', () => {
   });
 
   test('refuses a task in a project that does not exist with 404', async () => {
-    const user = await newUser();
+    const user = await h.newUser();
     const res = await user.client.post('/api/v1/tasks', { project_id: 987654321, title: 'Nowhere' }, { token: user.token });
     assert.equal(res.status, 404, res.text);
   });
@@ -180,7 +169,7 @@ describe('creating a task', () => {
       const res = await owner.client.post('/api/v1/tasks', body, { token: owner.token });
       assert.equal(res.status, 400, `${JSON.stringify(body).slice(0, 80)}: ${res.text}`);
     }
-    const longest = await createTask(owner, { project_id: projectId, title: 'x'.repeat(200), description: 'd'.repeat(10000) });
+    const longest = await createTask(owner, projectId, { title: 'x'.repeat(200), description: 'd'.repeat(10000) });
     assert.equal(longest.title.length, 200);
     assert.equal(await tasksInProject(projectId), 1);
   });
@@ -191,7 +180,7 @@ describe('creating a task', () => {
 describe('reading and editing a task', () => {
   test('GET answers with a strong ETag and private no-cache; If-None-Match with it gets 304', async () => {
     const { owner, projectId } = await team(0);
-    const task = await createTask(owner, { project_id: projectId });
+    const task = await createTask(owner, projectId);
     const res = await owner.client.get(`/api/v1/tasks/${task.id}`, { token: owner.token });
     assert.equal(res.status, 200);
     const etag = res.headers.get('etag');
@@ -206,11 +195,11 @@ describe('reading and editing a task', () => {
 
   test('a non-member gets 404 for a task, an ADMIN who is not a member gets it', async () => {
     const { owner, projectId } = await team(0);
-    const task = await createTask(owner, { project_id: projectId });
-    const outsider = await newUser();
+    const task = await createTask(owner, projectId);
+    const outsider = await h.newUser();
     const hidden = await outsider.client.get(`/api/v1/tasks/${task.id}`, { token: outsider.token });
     assert.equal(hidden.status, 404);
-    const seen = await admin.client.get<TaskBody>(`/api/v1/tasks/${task.id}`, { token: admin.token });
+    const seen = await h.admin.client.get<TaskBody>(`/api/v1/tasks/${task.id}`, { token: h.admin.token });
     assert.equal(seen.status, 200);
     assert.equal(seen.body.id, task.id);
     assert.equal((await owner.client.get('/api/v1/tasks/99999999999999999999', { token: owner.token })).status, 400);
@@ -219,7 +208,7 @@ describe('reading and editing a task', () => {
 
   test('PUT with the current If-Match edits title and description, bumps the ETag and writes a task-updated event', async () => {
     const { owner, projectId, members: [member] } = await team(1);
-    const task = await createTask(owner, { project_id: projectId, title: 'Draft', description: 'old' });
+    const task = await createTask(owner, projectId, { title: 'Draft', description: 'old' });
     const etag = (await owner.client.get(`/api/v1/tasks/${task.id}`, { token: owner.token })).headers.get('etag')!;
     const res = await member!.client.put<TaskBody>(
       `/api/v1/tasks/${task.id}`,
@@ -243,7 +232,7 @@ describe('reading and editing a task', () => {
 
   test('PUT with a stale If-Match is 412 and changes nothing', async () => {
     const { owner, projectId } = await team(0);
-    const task = await createTask(owner, { project_id: projectId, title: 'One' });
+    const task = await createTask(owner, projectId, { title: 'One' });
     const etag = (await owner.client.get(`/api/v1/tasks/${task.id}`, { token: owner.token })).headers.get('etag')!;
     assert.equal((await owner.client.put(`/api/v1/tasks/${task.id}`, { title: 'Two' }, { token: owner.token, headers: { 'if-match': etag } })).status, 200);
     const stale = await owner.client.put(`/api/v1/tasks/${task.id}`, { title: 'Three' }, { token: owner.token, headers: { 'if-match': etag } });
@@ -256,7 +245,7 @@ describe('reading and editing a task', () => {
 
   test('PUT with the values the task already has is 200 and changes nothing', async () => {
     const { owner, projectId } = await team(0);
-    const task = await createTask(owner, { project_id: projectId, title: 'Same', description: 'same' });
+    const task = await createTask(owner, projectId, { title: 'Same', description: 'same' });
     const before = await owner.client.get<TaskBody>(`/api/v1/tasks/${task.id}`, { token: owner.token });
     const res = await owner.client.put<TaskBody>(`/api/v1/tasks/${task.id}`, { title: 'Same', description: 'same' }, { token: owner.token });
     assert.equal(res.status, 200, res.text);
@@ -267,8 +256,8 @@ describe('reading and editing a task', () => {
 
   test('PUT by a non-member is 404 and leaves the task alone', async () => {
     const { owner, projectId } = await team(0);
-    const task = await createTask(owner, { project_id: projectId, title: 'Mine' });
-    const outsider = await newUser();
+    const task = await createTask(owner, projectId, { title: 'Mine' });
+    const outsider = await h.newUser();
     const res = await outsider.client.put(`/api/v1/tasks/${task.id}`, { title: 'Theirs' }, { token: outsider.token });
     assert.equal(res.status, 404, res.text);
     assert.equal((await owner.client.get<TaskBody>(`/api/v1/tasks/${task.id}`, { token: owner.token })).body.title, 'Mine');
@@ -283,7 +272,7 @@ describe('assigning a task', () => {
 
   test('reassigning records ASSIGN_TASK with the old and new assignee, notifies the new one and writes a task-updated event', async () => {
     const { owner, projectId, members: [first, second] } = await team(2);
-    const task = await createTask(owner, { project_id: projectId, assignee_id: first!.id });
+    const task = await createTask(owner, projectId, { assignee_id: first!.id });
     const res = await assign(owner, task.id, second!.id);
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.assignee_id, second!.id);
@@ -301,7 +290,7 @@ describe('assigning a task', () => {
 
   test('null unassigns, recording ASSIGN_TASK with newAssigneeId null and notifying nobody', async () => {
     const { owner, projectId, members: [member] } = await team(1);
-    const task = await createTask(owner, { project_id: projectId, assignee_id: member!.id });
+    const task = await createTask(owner, projectId, { assignee_id: member!.id });
     const res = await assign(owner, task.id, null);
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.assignee_id, null);
@@ -312,7 +301,7 @@ describe('assigning a task', () => {
 
   test('a member who assigns a task to themself gets no notification', async () => {
     const { owner, projectId, members: [member] } = await team(1);
-    const task = await createTask(owner, { project_id: projectId });
+    const task = await createTask(owner, projectId);
     assert.equal((await assign(member!, task.id, member!.id)).status, 200);
     assert.equal((await taskRecords(task.id, 'ASSIGN_TASK')).length, 1);
     assert.equal((await assignedNotifications(task.id)).length, 0);
@@ -320,7 +309,7 @@ describe('assigning a task', () => {
 
   test('setting the assignee the task already has is 200 with no record, notification or event', async () => {
     const { owner, projectId, members: [member] } = await team(1);
-    const task = await createTask(owner, { project_id: projectId, assignee_id: member!.id });
+    const task = await createTask(owner, projectId, { assignee_id: member!.id });
     const before = await owner.client.get<TaskBody>(`/api/v1/tasks/${task.id}`, { token: owner.token });
     const res = await assign(owner, task.id, member!.id);
     assert.equal(res.status, 200, res.text);
@@ -330,31 +319,31 @@ describe('assigning a task', () => {
     assert.equal((await assignedNotifications(task.id)).length, 1);
     assert.equal((await taskEvents(task.id)).length, 1);
 
-    const unassigned = await createTask(owner, { project_id: projectId });
+    const unassigned = await createTask(owner, projectId);
     assert.equal((await assign(owner, unassigned.id, null)).status, 200);
     assert.equal((await taskRecords(unassigned.id, 'ASSIGN_TASK')).length, 0);
   });
 
   test('refuses an assignee who is not a member with 400, writing no record', async () => {
     const { owner, projectId } = await team(0);
-    const stranger = await newUser();
-    const task = await createTask(owner, { project_id: projectId });
+    const stranger = await h.newUser();
+    const task = await createTask(owner, projectId);
     const res = await assign(owner, task.id, stranger.id);
     assert.equal(res.status, 400, res.text);
     assert.equal((await owner.client.get<TaskBody>(`/api/v1/tasks/${task.id}`, { token: owner.token })).body.assignee_id, null);
-    assert.equal((await auditRows(server, `action = 'ASSIGN_TASK' AND resource_id = $1`, [task.id])).length, 0);
-    assert.equal((await notificationRows(server, 'user_id = $1', [stranger.id])).length, 0);
+    assert.equal((await auditRows(h.server, `action = 'ASSIGN_TASK' AND resource_id = $1`, [task.id])).length, 0);
+    assert.equal((await notificationRows(h.server, 'user_id = $1', [stranger.id])).length, 0);
   });
 
   test('refuses a stale If-Match with 412 and a non-member with 404 recorded as DENIED', async () => {
     const { owner, projectId, members: [a, b] } = await team(2);
-    const task = await createTask(owner, { project_id: projectId });
+    const task = await createTask(owner, projectId);
     const etag = (await owner.client.get(`/api/v1/tasks/${task.id}`, { token: owner.token })).headers.get('etag')!;
     assert.equal((await assign(owner, task.id, a!.id, { 'if-match': etag })).status, 200);
     const stale = await assign(owner, task.id, b!.id, { 'if-match': etag });
     assert.equal(stale.status, 412, stale.text);
 
-    const outsider = await newUser();
+    const outsider = await h.newUser();
     const hidden = await assign(outsider, task.id, null);
     assert.equal(hidden.status, 404, hidden.text);
     const denied = await taskRecords(task.id, 'ASSIGN_TASK', 'DENIED');
@@ -371,7 +360,7 @@ describe('deleting a task', () => {
     const res = await by.client.delete(`/api/v1/tasks/${task.id}`, { token: by.token });
     assert.equal(res.status, 204, res.text);
     assert.equal(res.text, '');
-    assert.equal((await admin.client.get(`/api/v1/tasks/${task.id}`, { token: admin.token })).status, 404);
+    assert.equal((await h.admin.client.get(`/api/v1/tasks/${task.id}`, { token: h.admin.token })).status, 404);
     const records = await taskRecords(task.id, 'DELETE_TASK');
     assert.equal(records.length, 1);
     assert.equal(records[0]!.actor_id, by.id);
@@ -384,22 +373,22 @@ describe('deleting a task', () => {
 
   test('its creator deletes it: 204, one DELETE_TASK record and a task-deleted event', async () => {
     const { projectId, members: [member] } = await team(1);
-    await expectDeleted(member!, await createTask(member!, { project_id: projectId }));
+    await expectDeleted(member!, await createTask(member!, projectId));
   });
 
   test("a project OWNER deletes a member's task", async () => {
     const { owner, projectId, members: [member] } = await team(1);
-    await expectDeleted(owner, await createTask(member!, { project_id: projectId }));
+    await expectDeleted(owner, await createTask(member!, projectId));
   });
 
   test('an ADMIN who is not a member deletes a task', async () => {
     const { owner, projectId } = await team(0);
-    await expectDeleted(admin, await createTask(owner, { project_id: projectId }));
+    await expectDeleted(h.admin, await createTask(owner, projectId));
   });
 
   test("refuses another member's deletion with 403, records DENIED and keeps the task", async () => {
     const { owner, projectId, members: [member] } = await team(1);
-    const task = await createTask(owner, { project_id: projectId });
+    const task = await createTask(owner, projectId);
     const res = await member!.client.delete(`/api/v1/tasks/${task.id}`, { token: member!.token });
     assert.equal(res.status, 403, res.text);
     assert.equal(res.body.code, 'FORBIDDEN');
@@ -412,8 +401,8 @@ describe('deleting a task', () => {
 
   test('refuses a non-member with 404 recorded as DENIED, and a second deletion with 404', async () => {
     const { owner, projectId } = await team(0);
-    const task = await createTask(owner, { project_id: projectId });
-    const outsider = await newUser();
+    const task = await createTask(owner, projectId);
+    const outsider = await h.newUser();
     assert.equal((await outsider.client.delete(`/api/v1/tasks/${task.id}`, { token: outsider.token })).status, 404);
     assert.equal((await taskRecords(task.id, 'DELETE_TASK', 'DENIED')).length, 1);
     assert.equal((await owner.client.delete(`/api/v1/tasks/${task.id}`, { token: owner.token })).status, 204);
@@ -436,28 +425,28 @@ describe('listing tasks', () => {
   const absent = uniqueWord('absent');
   const t: Record<string, TaskBody> = {};
 
-  before(async () => {
+  h.before(async () => {
     const first = await team(1);
     const second = await team(0);
     p1 = first.projectId;
     p2 = second.projectId;
     viewer = first.members[0]!;
-    other = await newUser();
+    other = await h.newUser();
     await addMember(first.owner, p1, other.id);
     const o1 = first.owner;
     const move = async (task: TaskBody, ...steps: string[]) => {
       for (const s of steps) assert.equal((await o1.client.put(`/api/v1/tasks/${task.id}/status`, { status: s }, { token: o1.token })).status, 200);
     };
-    t.a = await createTask(o1, { project_id: p1, title: `first ${w1}`, assignee_id: viewer.id });
-    t.b = await createTask(o1, { project_id: p1, title: 'second', description: `the word ${w2} hides in here`, assignee_id: other.id });
+    t.a = await createTask(o1, p1, { title: `first ${w1}`, assignee_id: viewer.id });
+    t.b = await createTask(o1, p1, { title: 'second', description: `the word ${w2} hides in here`, assignee_id: other.id });
     await move(t.b, 'IN_PROGRESS');
-    t.c = await createTask(o1, { project_id: p1, title: `${w1} third`, assignee_id: viewer.id });
+    t.c = await createTask(o1, p1, { title: `${w1} third`, assignee_id: viewer.id });
     await move(t.c, 'IN_PROGRESS');
-    t.d = await createTask(o1, { project_id: p1, title: 'fourth' });
+    t.d = await createTask(o1, p1, { title: 'fourth' });
     await move(t.d, 'IN_PROGRESS', 'DONE');
-    t.e = await createTask(o1, { project_id: p1, title: `fifth ${shared}`, assignee_id: other.id });
-    t.u = await createTask(second.owner, { project_id: p2, title: `${shared} ${w1} elsewhere`, description: w2 });
-    t.v = await createTask(second.owner, { project_id: p2, title: 'elsewhere too' });
+    t.e = await createTask(o1, p1, { title: `fifth ${shared}`, assignee_id: other.id });
+    t.u = await createTask(second.owner, p2, { title: `${shared} ${w1} elsewhere`, description: w2 });
+    t.v = await createTask(second.owner, p2, { title: 'elsewhere too' });
     assert.equal((await second.owner.client.put(`/api/v1/tasks/${t.v.id}/status`, { status: 'IN_PROGRESS' }, { token: second.owner.token })).status, 200);
   });
 
@@ -473,8 +462,8 @@ describe('listing tasks', () => {
   });
 
   test('an ADMIN sees the tasks of every project', async () => {
-    assert.deepEqual(await list(admin, `q=${shared}`), desc(t.e!.id, t.u!.id));
-    assert.deepEqual(await list(admin, `project_id=${p2}`), desc(t.u!.id, t.v!.id));
+    assert.deepEqual(await list(h.admin, `q=${shared}`), desc(t.e!.id, t.u!.id));
+    assert.deepEqual(await list(h.admin, `project_id=${p2}`), desc(t.u!.id, t.v!.id));
     assert.deepEqual(await list(viewer, `q=${shared}`), [t.e!.id], 'a member of one project sees only its task');
   });
 
@@ -524,8 +513,8 @@ describe('listing tasks', () => {
     assert.deepEqual(await list(viewer, `assignee_id=${other.id}&q=${shared}`), [t.e!.id]);
     assert.deepEqual(await list(viewer, `project_id=${p1}&assignee_id=${viewer.id}&status=TODO&q=${w1}`), [t.a!.id]);
     assert.deepEqual(await list(viewer, `project_id=${p1}&assignee_id=${viewer.id}&status=DONE&q=${w1}`), []);
-    assert.deepEqual(await list(admin, `project_id=${p2}&status=IN_PROGRESS`), [t.v!.id]);
-    assert.deepEqual(await list(admin, `q=${w2}&project_id=${p2}`), [t.u!.id]);
+    assert.deepEqual(await list(h.admin, `project_id=${p2}&status=IN_PROGRESS`), [t.v!.id]);
+    assert.deepEqual(await list(h.admin, `q=${w2}&project_id=${p2}`), [t.u!.id]);
   });
 
   test('one filter combination asked again and again with other values answers each time for its values', async () => {
@@ -550,7 +539,7 @@ describe('paginating tasks', () => {
   test('pages stay stable while tasks are inserted between page requests: no duplicates, no gaps', async () => {
     const { owner, projectId, members: [member] } = await team(1);
     const original: number[] = [];
-    for (let i = 0; i < 7; i++) original.push((await createTask(owner, { project_id: projectId, title: `page ${i}` })).id);
+    for (let i = 0; i < 7; i++) original.push((await createTask(owner, projectId, { title: `page ${i}` })).id);
 
     const seen: number[] = [];
     const inserted: number[] = [];
@@ -570,7 +559,7 @@ describe('paginating tasks', () => {
         assert.equal(res.headers.get('link'), null);
       }
       // Someone adds tasks while the reader is between pages.
-      for (let i = 0; i < 2; i++) inserted.push((await createTask(owner, { project_id: projectId, title: `late ${pages}-${i}` })).id);
+      for (let i = 0; i < 2; i++) inserted.push((await createTask(owner, projectId, { title: `late ${pages}-${i}` })).id);
       pages++;
     } while (cursor !== null);
 
@@ -597,10 +586,10 @@ describe('concurrent creation', () => {
     const ids = new Set(results.map((r) => r.body.id));
     assert.equal(ids.size, 100);
     assert.equal(await tasksInProject(projectId), 100);
-    const records = await auditRows(server, `action = 'CREATE_TASK' AND result = 'SUCCESS' AND (metadata->>'projectId')::bigint = $1`, [projectId]);
+    const records = await auditRows(h.server, `action = 'CREATE_TASK' AND result = 'SUCCESS' AND (metadata->>'projectId')::bigint = $1`, [projectId]);
     assert.equal(records.length, 100);
     assert.deepEqual(new Set(records.map((r) => r.resource_id)), ids, 'one record per task');
-    const events = await eventRows(server, `name = 'task-created' AND room = $1`, [`project:${projectId}`]);
+    const events = await eventRows(h.server, `name = 'task-created' AND room = $1`, [`project:${projectId}`]);
     assert.equal(events.length, 100);
   });
 });

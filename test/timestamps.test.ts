@@ -1,13 +1,11 @@
 // timestamptz values come out of both databases as the API's ISO 8601 UTC with milliseconds,
 // read from PostgreSQL's text without a Date per value (db/timestamps.ts).
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { isoTimestamp } from '../src/db/timestamps.js';
-import { createTestDatabase, type TestDatabase } from './helpers/server.js';
+import { useTestDatabase } from './helpers/harness.js';
 
-let database: TestDatabase;
-before(async () => (database = await createTestDatabase()));
-after(() => database?.drop());
+const h = useTestDatabase();
 
 const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
@@ -19,7 +17,7 @@ test('the service\'s connections return every timestamptz as ISO 8601 UTC with m
     '2024-02-29 12:00:00.1-03:30',
     '2000-01-01 00:00:00.000001+14',
   ];
-  const rows = await database.db.query<{ ts: string; ms: number }>(
+  const rows = await h.database.db.query<{ ts: string; ms: number }>(
     `SELECT ts, floor(extract(epoch FROM ts) * 1000)::float8 AS ms
        FROM unnest($1::timestamptz[]) WITH ORDINALITY AS t(ts, n) ORDER BY n`,
     [inputs],
@@ -30,7 +28,7 @@ test('the service\'s connections return every timestamptz as ISO 8601 UTC with m
     assert.match(row.ts, ISO_MS, inputs[i]);
     assert.equal(row.ts, new Date(row.ms).toISOString(), inputs[i]);
   }
-  const [now] = await database.db.query<{ now: string }>('SELECT now()');
+  const [now] = await h.database.db.query<{ now: string }>('SELECT now()');
   assert.match(now!.now, ISO_MS);
 });
 

@@ -2,33 +2,15 @@
 // the expiry, and the session and user as they are in the database right now.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { SignJWT, UnsecuredJWT, decodeJwt } from 'jose';
-import { Client, createUser, loginAdmin, type Response, type Session } from './helpers/client.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { assertProblem, Client, type Session } from './helpers/client.js';
+import { useTestServer } from './helpers/harness.js';
 
 const PROFILE = '/api/v1/profile';
 
-let server: TestServer;
-let admin: Session;
+const h = useTestServer();
 
-before(async () => {
-  server = await startTestServer();
-  admin = await loginAdmin(server);
-});
-after(() => server?.close());
-
-const newUser = () => createUser(server, admin);
-
-function assertProblem(res: Response, status: number, code: string | string[]) {
-  assert.equal(res.status, status, res.text);
-  assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
-  assert.equal(res.body.status, status);
-  if (Array.isArray(code)) assert.ok(code.includes(res.body.code), `code ${res.body.code} is one of ${code.join(', ')}`);
-  else assert.equal(res.body.code, code);
-  assert.equal(typeof res.body.detail, 'string');
-  assert.equal(res.body.request_id, res.headers.get('x-request-id'));
-}
 
 /** The claims a real token of this session carries. */
 function claimsOf(session: Session): { sub: string; sid: number } {
@@ -57,19 +39,19 @@ function sign(claims: { sub: string; sid: number }, opts: SignOptions = {}): Pro
     .setAudience(opts.audience ?? 'teamlog-api')
     .setIssuedAt(now + (opts.issuedAt ?? 0))
     .setExpirationTime(now + (opts.expiresIn ?? 600))
-    .sign(opts.key ?? server.deps.secrets.jwtKey);
+    .sign(opts.key ?? h.server.deps.secrets.jwtKey);
 }
 
 const get = (client: Client, headers: Record<string, string>) => client.get(PROFILE, { headers });
 
 test('refuses a request without an Authorization header with 401 UNAUTHENTICATED', async () => {
-  const res = await new Client(server).get(PROFILE);
+  const res = await new Client(h.server).get(PROFILE);
   assertProblem(res, 401, 'UNAUTHENTICATED');
   assert.equal(res.headers.get('www-authenticate'), 'Bearer');
 });
 
 test('refuses malformed Authorization headers with 401 UNAUTHENTICATED', async () => {
-  const user = await newUser();
+  const user = await h.newUser();
   const malformed = [
     'Bearer',
     `Token ${user.token}`,
@@ -88,14 +70,14 @@ test('refuses malformed Authorization headers with 401 UNAUTHENTICATED', async (
 });
 
 test('accepts a token signed with the server key for a live session (the forged tokens below differ only in what they break)', async () => {
-  const user = await newUser();
+  const user = await h.newUser();
   const res = await user.client.get(PROFILE, { token: await sign(claimsOf(user)) });
   assert.equal(res.status, 200, res.text);
   assert.equal(res.body.id, user.id);
 });
 
 test('refuses an alg:none token with valid claims with 401 UNAUTHENTICATED', async () => {
-  const user = await newUser();
+  const user = await h.newUser();
   const { sub, sid } = claimsOf(user);
   const unsigned = new UnsecuredJWT({ sid })
     .setSubject(sub)
@@ -112,19 +94,19 @@ test('refuses an alg:none token with valid claims with 401 UNAUTHENTICATED', asy
 });
 
 test('refuses a token signed with another key with 401 UNAUTHENTICATED', async () => {
-  const user = await newUser();
+  const user = await h.newUser();
   const token = await sign(claimsOf(user), { key: randomBytes(48) });
   assertProblem(await user.client.get(PROFILE, { token }), 401, 'UNAUTHENTICATED');
 });
 
 test('refuses a correctly signed token for another issuer or audience with 401 UNAUTHENTICATED', async () => {
-  const user = await newUser();
+  const user = await h.newUser();
   assertProblem(await user.client.get(PROFILE, { token: await sign(claimsOf(user), { issuer: 'someone-else' }) }), 401, 'UNAUTHENTICATED');
   assertProblem(await user.client.get(PROFILE, { token: await sign(claimsOf(user), { audience: 'other-api' }) }), 401, 'UNAUTHENTICATED');
 });
 
 test('answers a correctly signed but expired token with 401 TOKEN_EXPIRED', async () => {
-  const user = await newUser();
+  const user = await h.newUser();
   const token = await sign(claimsOf(user), { issuedAt: -3600, expiresIn: -60 });
   const res = await user.client.get(PROFILE, { token });
   assertProblem(res, 401, 'TOKEN_EXPIRED');
@@ -132,31 +114,31 @@ test('answers a correctly signed but expired token with 401 TOKEN_EXPIRED', asyn
 });
 
 test("refuses a correctly signed token naming one user with another user's session", async () => {
-  const alice = await newUser();
-  const bob = await newUser();
+  const alice = await h.newUser();
+  const bob = await h.newUser();
   const token = await sign({ sub: claimsOf(alice).sub, sid: claimsOf(bob).sid });
   const res = await alice.client.get(PROFILE, { token });
   assertProblem(res, 401, ['TOKEN_REVOKED', 'UNAUTHENTICATED']);
 });
 
 test('answers the access token of a logged-out session with 401 TOKEN_REVOKED on the very next request', async () => {
-  const user = await newUser();
+  const user = await h.newUser();
   assert.equal((await user.client.post('/api/v1/auth/logout', undefined, { token: user.token })).status, 204);
   assertProblem(await user.client.get(PROFILE, { token: user.token }), 401, 'TOKEN_REVOKED');
 });
 
 test('answers the token of a user deactivated a moment ago with 403 ACCOUNT_DEACTIVATED on the very next request', async () => {
-  const user = await newUser();
+  const user = await h.newUser();
   assert.equal((await user.client.get(PROFILE, { token: user.token })).status, 200);
-  const off = await admin.client.put(`/api/v1/users/${user.id}/active`, { active: false }, { token: admin.token });
+  const off = await h.admin.client.put(`/api/v1/users/${user.id}/active`, { active: false }, { token: h.admin.token });
   assert.equal(off.status, 200, off.text);
   assertProblem(await user.client.get(PROFILE, { token: user.token }), 403, 'ACCOUNT_DEACTIVATED');
 });
 
 test('answers the token of a deleted user with 401 on the very next request', async () => {
-  const user = await newUser();
+  const user = await h.newUser();
   assert.equal((await user.client.get(PROFILE, { token: user.token })).status, 200);
-  const gone = await admin.client.delete(`/api/v1/users/${user.id}`, { token: admin.token });
+  const gone = await h.admin.client.delete(`/api/v1/users/${user.id}`, { token: h.admin.token });
   assert.equal(gone.status, 204, gone.text);
   assertProblem(await user.client.get(PROFILE, { token: user.token }), 401, ['TOKEN_REVOKED', 'UNAUTHENTICATED']);
 });

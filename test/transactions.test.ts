@@ -4,24 +4,23 @@
 // whole transaction with that statement's own error and leave nothing behind.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, test } from 'node:test';
-import { createTestDatabase, onPostgres, type TestDatabase } from './helpers/server.js';
+import { test } from 'node:test';
+import { useTestDatabase } from './helpers/harness.js';
+import { onPostgres } from './helpers/server.js';
 
-let database: TestDatabase;
-before(async () => (database = await createTestDatabase()));
-after(() => database?.drop());
+const h = useTestDatabase();
 
 const insertEvent = `INSERT INTO events (name, room, payload) VALUES ($1, 'general', '{}')`;
 // events.name is NOT NULL: sending a null name is a statement that fails in the database.
 const failingInsert = `INSERT INTO events (name, room, payload) VALUES (NULL, 'general', '{}')`;
 
 async function eventsNamed(name: string): Promise<number> {
-  return (await database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE name = $1', [name]))[0]!.n;
+  return (await h.database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE name = $1', [name]))[0]!.n;
 }
 
 test('a sent statement is in place for the statements after it, and commits with them', async () => {
   const name = `tx-${randomUUID()}`;
-  const seen = await database.db.transaction(async (tx) => {
+  const seen = await h.database.db.transaction(async (tx) => {
     tx.send(insertEvent, [name]);
     tx.send(insertEvent, [name]);
     return (await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE name = $1', [name]))[0]!.n;
@@ -33,7 +32,7 @@ test('a sent statement is in place for the statements after it, and commits with
 test('a sent statement that fails before COMMIT rolls back everything, and its own error is thrown', async () => {
   const name = `tx-${randomUUID()}`;
   await assert.rejects(
-    database.db.transaction(async (tx) => {
+    h.database.db.transaction(async (tx) => {
       await tx.query(insertEvent, [name]);
       tx.send(insertEvent, [name]);
       tx.send(failingInsert);
@@ -47,7 +46,7 @@ test('a statement awaited after a failed sent one reports the sent one\'s error,
   const name = `tx-${randomUUID()}`;
   let afterwards: unknown;
   await assert.rejects(
-    database.db.transaction(async (tx) => {
+    h.database.db.transaction(async (tx) => {
       tx.send(insertEvent, [name]);
       tx.send(failingInsert);
       try {
@@ -66,7 +65,7 @@ test('a statement awaited after a failed sent one reports the sent one\'s error,
 test('an error thrown by the use case after sending rolls the sent statements back', async () => {
   const name = `tx-${randomUUID()}`;
   await assert.rejects(
-    database.db.transaction(async (tx) => {
+    h.database.db.transaction(async (tx) => {
       tx.send(insertEvent, [name]);
       throw new Error('refused after the audit record was sent');
     }),
@@ -79,13 +78,13 @@ test('after failed transactions every connection is clean: later transactions co
   // More failures than the pool has connections, so a connection left inside a transaction
   // (or with answers still in flight) would be handed out again and show here.
   for (let i = 0; i < 12; i++) {
-    await assert.rejects(database.db.transaction(async (tx) => tx.send(failingInsert)));
+    await assert.rejects(h.database.db.transaction(async (tx) => tx.send(failingInsert)));
   }
   const name = `tx-${randomUUID()}`;
-  await Promise.all(Array.from({ length: 12 }, () => database.db.transaction(async (tx) => tx.send(insertEvent, [name]))));
+  await Promise.all(Array.from({ length: 12 }, () => h.database.db.transaction(async (tx) => tx.send(insertEvent, [name]))));
   assert.equal(await eventsNamed(name), 12);
   if (onPostgres) {
-    const stuck = await database.owner.query<{ n: number }>(
+    const stuck = await h.database.owner.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`,
     );
     assert.equal(stuck[0]!.n, 0, 'no connection was left inside a transaction');
@@ -96,7 +95,7 @@ test('concurrent transactions each commit exactly their own sent statements', as
   const names = Array.from({ length: 30 }, () => `tx-${randomUUID()}`);
   const outcomes = await Promise.allSettled(
     names.map((name, i) =>
-      database.db.transaction(async (tx) => {
+      h.database.db.transaction(async (tx) => {
         tx.send(insertEvent, [name]);
         await tx.query('SELECT pg_sleep(0.001)');
         tx.send(insertEvent, [name]);
@@ -114,7 +113,7 @@ test('key lookups outside transactions answer correctly when many run at once', 
   // They share two pipelined connections: each answer must reach its own caller.
   const ids = Array.from({ length: 200 }, (_, i) => i + 1);
   const answers = await Promise.all(
-    ids.map((id) => database.db.query<{ id: number }>('SELECT $1::bigint AS id', [id], { prepareAs: 'test_echo' })),
+    ids.map((id) => h.database.db.query<{ id: number }>('SELECT $1::bigint AS id', [id], { prepareAs: 'test_echo' })),
   );
   assert.deepEqual(answers.map((rows) => rows[0]!.id), ids);
 });

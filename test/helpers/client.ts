@@ -1,6 +1,7 @@
 // A small HTTP client for tests: real requests over the loopback, JSON in and out. Each
 // client poses as its own address through X-Forwarded-For (the test servers trust the
 // loopback proxy), so the per-address login throttle of one test never leaks into another.
+import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, type TestServer } from './server.js';
 
@@ -104,4 +105,18 @@ export async function auditRows(server: TestServer, where = 'TRUE', params: unkn
 export async function auditCount(server: TestServer): Promise<number> {
   const rows = await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_log');
   return rows[0]!.n;
+}
+
+/**
+ * An RFC 9457 problem answer with this status and code (or one of these codes): the media
+ * type, the status and code in the body, a detail, and the request id of the response.
+ */
+export function assertProblem(res: Response, status: number, code: string | string[]): void {
+  assert.equal(res.status, status, `expected ${status} ${String(code)}, got ${res.status}: ${res.text}`);
+  assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
+  assert.equal(res.body.status, status);
+  if (Array.isArray(code)) assert.ok(code.includes(res.body.code), `code ${res.body.code} is one of ${code.join(', ')}`);
+  else assert.equal(res.body.code, code, res.text);
+  assert.equal(typeof res.body.detail, 'string');
+  assert.equal(res.body.request_id, res.headers.get('x-request-id'));
 }

@@ -24,6 +24,10 @@ export const onPostgres = DB_KIND === 'postgres';
 export const needsPostgres: string | false = onPostgres ? false : 'needs PostgreSQL (runs in the PostgreSQL pass)';
 
 export const PG_BASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+/** Redis for the PostgreSQL pass (scripts/test.mjs sets it empty when none answers). */
+export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+/** For `test(name, { skip: needsRedis }, fn)`: shared state across instances needs Redis. */
+export const needsRedis: string | false = !onPostgres ? 'needs PostgreSQL and Redis (runs in the PostgreSQL pass)' : TEST_REDIS_URL ? false : 'needs Redis, and none answers';
 
 export const ADMIN_EMAIL = 'admin@test.local';
 export const ADMIN_PASSWORD = 'admin-password-1';
@@ -39,10 +43,14 @@ export interface TestServer {
   owner: Database;
   /** Owner connection string of this server's database (PostgreSQL only). */
   databaseUrl: string | undefined;
+  /** The database, to start a second instance on it (startTestServer({ database })). */
+  database: TestDatabase;
   close(): Promise<void>;
 }
 
 export interface TestDatabase {
+  /** Unique among the databases of every test file running at once (names Redis keys too). */
+  name: string;
   db: Database;
   owner: Database;
   databaseUrl: string | undefined;
@@ -89,7 +97,7 @@ export async function createTestDatabase(onError: (err: unknown) => void = () =>
   if (!onPostgres) {
     const db = await createPgliteDatabase(undefined, onError);
     await migrate(databaseSession(db));
-    return { db, owner: db, databaseUrl: undefined, drop: () => db.close() };
+    return { name: `pglite_${process.pid}_${randomBytes(4).toString('hex')}`, db, owner: db, databaseUrl: undefined, drop: () => db.close() };
   }
   const name = `teamlog_test_${process.pid}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: PG_BASE_URL });
@@ -105,6 +113,7 @@ export async function createTestDatabase(onError: (err: unknown) => void = () =>
   const db = createPostgresDatabase({ url: serviceUrl, poolSize: 10, role: APP_ROLE, onError });
   const owner = createPostgresDatabase({ url, poolSize: 3, onError });
   return {
+    name,
     db,
     owner,
     databaseUrl: url,
@@ -128,17 +137,21 @@ export interface StartOptions {
 
 export async function startTestServer(opts: StartOptions = {}): Promise<TestServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-test-'));
+  const logLevel = process.env.TEST_LOG_LEVEL ?? 'silent';
+  const database = opts.database ?? (await createTestDatabase((err) => createLogger(logLevel).error({ err }, 'db error')));
   const config = loadConfig({
     DATA_DIR: dataDir,
-    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    LOG_LEVEL: logLevel,
     ADMIN_EMAIL,
     ADMIN_PASSWORD,
     JWT_SECRET: 'test-secret-'.padEnd(48, 'x'),
     TRUST_PROXY: '127.0.0.1/32,::1/128',
+    // The PostgreSQL pass runs as production does with several instances: with Redis. Keys
+    // are per database, so that the servers of one database share them and no other does.
+    ...(onPostgres && TEST_REDIS_URL ? { REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: `${database.name}:` } : {}),
     ...opts.env,
   });
   const log = createLogger(config.logLevel);
-  const database = opts.database ?? (await createTestDatabase((err) => log.error({ err }, 'db error')));
   const deps = createDeps(config, database.db, log);
   await ensureFirstAdmin(deps);
   const { app } = await createApp(deps);
@@ -154,6 +167,7 @@ export async function startTestServer(opts: StartOptions = {}): Promise<TestServ
     db: database.db,
     owner: database.owner,
     databaseUrl: database.databaseUrl,
+    database,
     async close() {
       if (closed) return;
       closed = true;
