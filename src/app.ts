@@ -7,8 +7,8 @@ import { trustedNetworks } from './config.js';
 import type { Deps } from './deps.js';
 import { API_PREFIX, registerConventions, requestId, rewriteUrl } from './http/conventions.js';
 import { clientErrorHandler, frameworkErrors, registerErrorHandler } from './http/error-handler.js';
-import { AppError } from './http/errors.js';
 import { registerIdempotency } from './http/idempotency.js';
+import { parseJsonBody } from './http/json-body.js';
 import { createValidatorCompiler } from './http/validation.js';
 import { auditRoutes } from './modules/audit/audit.routes.js';
 import { authRoutes } from './modules/auth/auth.routes.js';
@@ -43,14 +43,14 @@ export async function buildApp(deps: Deps, services: Services) {
   registerErrorHandler(app);
   registerConventions(app);
 
-  // JSON bodies: an empty body is "no body" (e.g. POST /auth/logout), malformed JSON is 400.
+  // JSON bodies: an empty body is "no body" (e.g. POST /auth/logout); malformed JSON, or JSON
+  // nested deeper than any route takes, is 400 (json-body.ts).
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
-    if (body === '') return done(null, undefined);
     try {
-      done(null, JSON.parse(body as string));
-    } catch {
-      done(new AppError(400, 'MALFORMED_JSON', 'The body is not valid JSON'), undefined);
+      done(null, parseJsonBody(body as string));
+    } catch (err) {
+      done(err as Error, undefined);
     }
   });
 
@@ -65,7 +65,10 @@ export async function buildApp(deps: Deps, services: Services) {
           'Errors are RFC 9457 problem+json with a stable `code`. Lists are cursor-paginated (`limit` 1..100, default 20; ' +
           '`next_cursor` and a `Link: rel="next"` header). Authenticated GETs carry an ETag and answer 304 to a matching ' +
           'If-None-Match; PUTs accept If-Match (412 when stale); POSTs accept Idempotency-Key (24 h). `/api/<rest>` is an ' +
-          'alias of `/api/v1/<rest>`. Unknown body or query fields are rejected with 400.',
+          'alias of `/api/v1/<rest>`; paths take no trailing slash. Unknown body or query fields are rejected with 400; bodies are ' +
+          'JSON only, nested at most 32 levels deep (400), and uncompressed (a Content-Encoding other than identity is 415). ' +
+          'A change decides the caller\'s right inside its transaction: a caller who loses a right ' +
+          'while the request is in flight (removed, demoted, deactivated, logged out) either acted before or is refused.',
       },
       servers: [{ url: '/' }],
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },

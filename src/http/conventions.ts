@@ -83,7 +83,7 @@ export function registerConventions(app: FastifyInstance): void {
   const routes: Array<{ re: RegExp; methods: Set<string> }> = [];
   app.addHook('onRoute', (route) => {
     const pattern = route.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z_]+/g, '[^/]+');
-    const re = new RegExp(`^${pattern}/?$`);
+    const re = new RegExp(`^${pattern}$`);
     const methods = ([] as string[]).concat(route.method);
     const existing = routes.find((r) => r.re.source === re.source);
     if (existing) methods.forEach((m) => existing.methods.add(m));
@@ -95,6 +95,14 @@ export function registerConventions(app: FastifyInstance): void {
     reply.header('x-request-id', request.id);
     if (request.url.startsWith('/api/') && !acceptsJson(request.headers.accept)) {
       throw new AppError(406, 'NOT_ACCEPTABLE', 'This API answers with application/json only');
+    }
+    // Bodies are read as they arrive: a compressed one would be parsed as if it were plain
+    // (RFC 9110 15.5.16: answer 415, and say which codings are accepted).
+    const coding = request.headers['content-encoding'];
+    const hasBody = request.headers['transfer-encoding'] !== undefined || Number(request.headers['content-length'] ?? 0) > 0;
+    if (hasBody && coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
+      reply.header('accept-encoding', 'identity');
+      throw new AppError(415, 'UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${coding.slice(0, 40)} is not accepted: send the body uncompressed`);
     }
   });
 
@@ -131,7 +139,10 @@ export function registerConventions(app: FastifyInstance): void {
       reply.header('allow', allow);
       return sendProblem(request, reply, new AppError(405, 'METHOD_NOT_ALLOWED', `${request.method} is not allowed here; use ${allow}`));
     }
-    return sendProblem(request, reply, new AppError(404, 'NOT_FOUND', `No route ${request.method} ${path}`));
+    // Routes have no trailing slash; say so rather than leave the caller guessing.
+    const bare = path.length > 1 && path.endsWith('/') ? path.replace(/\/+$/, '') : undefined;
+    const hint = bare !== undefined && routes.some((r) => r.re.test(bare) && r.methods.has(request.method)) ? ` (routes have no trailing slash: ${request.method} ${bare})` : '';
+    return sendProblem(request, reply, new AppError(404, 'NOT_FOUND', `No route ${request.method} ${path}${hint}`));
   });
 }
 

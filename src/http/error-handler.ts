@@ -6,6 +6,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { isUnavailableError, pgErrorCode } from '../db/database.js';
 import { DomainError } from '../domain/errors.js';
 import { AppError, TITLES, fromDomain, unavailable, type FieldError } from './errors.js';
+import { patternMessage } from './schemas.js';
 
 const PROBLEM_TYPES: Record<string, string> = {
   VALIDATION_FAILED: '/problems/validation',
@@ -44,12 +45,22 @@ interface AjvIssue {
   keyword?: string;
   message?: string;
   params?: Record<string, unknown>;
+  /** The value that failed (the validators run with Ajv's verbose option). */
+  data?: unknown;
 }
 
+const TYPE_NAMES: Record<string, string> = {
+  integer: 'an integer', number: 'a number', string: 'a string', boolean: 'a boolean (true or false)',
+  object: 'an object', array: 'an array', null: 'null',
+};
+const FORMAT_NAMES: Record<string, string> = { 'date-time': 'a date-time (ISO 8601, e.g. 2026-11-21T09:30:00Z)', email: 'an email address' };
+
+/** Every message says what is wrong with the value, in words a client can act on. */
 function describe(issue: AjvIssue): { field: string; message: string } {
   let field = issue.instancePath ?? '';
   let message = issue.message ?? 'is invalid';
   const p = issue.params ?? {};
+  const limit = String(p.limit);
   switch (issue.keyword) {
     case 'required':
       field += `/${String(p.missingProperty)}`;
@@ -60,13 +71,37 @@ function describe(issue: AjvIssue): { field: string; message: string } {
       message = 'is not allowed';
       break;
     case 'maxLength':
-      message = `must have at most ${String(p.limit)} characters`;
+      message = `must have at most ${limit} characters`;
       break;
     case 'minLength':
-      message = p.limit === 1 ? 'must not be empty' : `must have at least ${String(p.limit)} characters`;
+      message = p.limit === 1 ? 'must not be empty' : `must have at least ${limit} characters`;
       break;
     case 'pattern':
-      message = 'must not be blank or contain NUL characters';
+      message = patternMessage(String(p.pattern), issue.data);
+      break;
+    case 'type':
+      message = `must be ${String(p.type).split(',').map((t) => TYPE_NAMES[t] ?? t).join(' or ')}`;
+      break;
+    case 'enum':
+      message = `must be one of ${(p.allowedValues as unknown[]).map(String).join(', ')}`;
+      break;
+    case 'const':
+      message = `must be ${String(p.allowedValue)}`;
+      break;
+    case 'format':
+      message = `must be ${FORMAT_NAMES[String(p.format)] ?? `a valid ${String(p.format)}`}`;
+      break;
+    case 'maximum':
+      message = `must be at most ${limit}`;
+      break;
+    case 'minimum':
+      message = `must be at least ${limit}`;
+      break;
+    case 'maxItems':
+      message = `must have at most ${limit} items`;
+      break;
+    case 'minProperties':
+      message = p.limit === 1 ? 'must have at least one field' : `must have at least ${limit} fields`;
       break;
   }
   return { field: field || '/', message };

@@ -2,10 +2,27 @@
 // response whitelisting (fast serialization) and the OpenAPI document at once.
 import { Type, type TSchema } from 'typebox';
 
+/**
+ * What a value that fails a pattern is told: the pattern itself means nothing to a client, so
+ * every pattern a schema uses is declared with its message (error-handler.ts reads them).
+ */
+const PATTERN_MESSAGES = new Map<string, (value: unknown) => string>();
+
+/** A pattern and what to tell a value that does not match it. */
+export function pattern(source: string, message: string | ((value: unknown) => string)): string {
+  PATTERN_MESSAGES.set(source, typeof message === 'string' ? () => message : message);
+  return source;
+}
+
+export const patternMessage = (source: string, value: unknown): string =>
+  PATTERN_MESSAGES.get(source)?.(value) ?? `must match the pattern ${source}`;
+
+const hasNul = (v: unknown) => typeof v === 'string' && v.includes('\u0000');
+
 /** PostgreSQL text cannot hold NUL, so no string the API accepts may contain one. */
-const NO_NUL = '^[^\\u0000]*$';
+const NO_NUL = pattern('^[^\\u0000]*$', 'must not contain NUL characters');
 /** At least one non-blank character, and no NUL. */
-const NOT_BLANK = '^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$';
+const NOT_BLANK = pattern('^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$', (v) => (hasNul(v) ? 'must not contain NUL characters' : 'must not be blank'));
 
 export const Id = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'A positive integer id' });
 
@@ -22,7 +39,7 @@ export const FreeText = (max: number, opts: { description?: string } = {}) =>
 export const Email = Type.String({
   minLength: 3,
   maxLength: 254,
-  pattern: '^[^\\s@\\u0000]+@[^\\s@\\u0000]+$',
+  pattern: pattern('^[^\\s@\\u0000]+@[^\\s@\\u0000]+$', (v) => (hasNul(v) ? 'must not contain NUL characters' : 'must be an email address')),
   description: 'An email address; compared and stored lower-cased',
 });
 
@@ -54,7 +71,9 @@ export const Role = StringEnum(['USER', 'ADMIN']);
 
 export const PageQuery = {
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Page size, 1..100' })),
-  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_-]+$', description: 'Opaque cursor from next_cursor' })),
+  cursor: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 200, pattern: pattern('^[A-Za-z0-9_-]+$', 'is not a cursor this API issued'), description: 'Opaque cursor from next_cursor' }),
+  ),
 };
 
 export const Page = <T extends TSchema>(item: T) =>

@@ -2,12 +2,12 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { pageRequest, sendPage } from '../../http/pagination.js';
 import { authedContext } from '../../http/request-context.js';
-import { Page, PageQuery, Text, Timestamp, errorResponses } from '../../http/schemas.js';
+import { Page, PageQuery, Text, Timestamp, errorResponses, pattern } from '../../http/schemas.js';
 import { presentMessage } from './messages.presenter.js';
 import { ROOM_PATTERN, type MessagesService } from './messages.service.js';
 
 const security = [{ bearer: [] }];
-const Room = Type.String({ pattern: ROOM_PATTERN, maxLength: 30, description: '`general` or `project:<id>`' });
+const Room = Type.String({ pattern: pattern(ROOM_PATTERN, 'must be "general" or "project:<id>"'), maxLength: 30, description: '`general` or `project:<id>`' });
 const Message = Type.Object({ id: Type.Integer(), room: Type.String(), author_id: Type.Integer(), text: Type.String(), created_at: Timestamp });
 
 export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesService }> = async (app, { messages }) => {
