@@ -356,7 +356,7 @@ async function runScenarios(label, teamlog, baseline, ctx, settle) {
  * route runs) on the seeded million records, for 20 actors.
  */
 async function explainAuditQuery(actorIds) {
-  const { queryAuditLog } = await import(path.join(ROOT, 'dist/modules/audit/audit.queries.js'));
+  const { queryAuditLog } = await import(path.join(ROOT, 'dist/modules/audit/audit.repository.js'));
   const c = new pg.Client({ connectionString: dbUrl(DB_NAME) });
   await c.connect();
   const times = [];

@@ -9,7 +9,7 @@ import { ensureFirstAdmin } from './first-admin.js';
 import { createLogger } from './logger.js';
 import { lockDataDir } from './ops/data-dir-lock.js';
 import { insertSession, revokeSession } from './modules/sessions/sessions.repository.js';
-import { findUserByEmail } from './modules/users/users.repository.js';
+import { findFirstAdmin, findUserByEmail } from './modules/users/users.repository.js';
 import type { UserRow } from './modules/users/users.repository.js';
 import type { TaskStatus } from './modules/tasks/task-status.js';
 import { createDeps } from './runtime.js';
@@ -48,7 +48,7 @@ async function main(): Promise<void> {
       console.log('The demo team is already there (alice@example.com exists); nothing to do.');
       return;
     }
-    const adminRow = (await db.query<UserRow>(`SELECT * FROM users WHERE role = 'ADMIN' ORDER BY id LIMIT 1`))[0]!;
+    const adminRow = (await findFirstAdmin(db))!;
     // Each person acts through a session of their own, as over the API (use cases check the
     // caller's session); the sessions end with the seed.
     const sessions = new Map<number, number>();

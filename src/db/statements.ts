@@ -22,12 +22,18 @@ export interface StatementSpec {
   lookup?: boolean;
 }
 
-const registry = new Map<string, string>();
+export interface DeclaredStatement {
+  text: string;
+  /** How it is sent: prepared (and on the lookup lanes), or planned per call. */
+  mode: 'prepared lookup' | 'prepared' | 'planned per call' | 'assembled per call';
+}
 
-function register(name: string, text: string): void {
+const registry = new Map<string, DeclaredStatement>();
+
+function register(name: string, declared: DeclaredStatement): void {
   const known = registry.get(name);
-  if (known !== undefined && known !== text) throw new Error(`statement ${name} is declared twice with different texts`);
-  registry.set(name, text);
+  if (known !== undefined && known.text !== declared.text) throw new Error(`statement ${name} is declared twice with different texts`);
+  registry.set(name, declared);
 }
 
 /** Declares a repository's statements; returns them by name. */
@@ -37,7 +43,7 @@ export function statements<K extends string>(repository: string, specs: Record<K
     const spec = specs[key];
     const { text, prepare, lookup } = typeof spec === 'string' ? { text: spec, prepare: false, lookup: false } : spec;
     const name = `${repository}.${key}`;
-    register(name, text);
+    register(name, { text, mode: prepare ? (lookup ? 'prepared lookup' : 'prepared') : 'planned per call' });
     out[key] = { name, text, options: prepare ? { prepareAs: name, lookup } : undefined };
   }
   return out;
@@ -48,7 +54,7 @@ export function statements<K extends string>(repository: string, specs: Record<K
  * filters: db/conditions.ts). `examples` are the texts the SQL file shows for it.
  */
 export function dynamicStatement(repository: string, name: string, examples: Record<string, string>): void {
-  for (const [variant, text] of Object.entries(examples)) register(`${repository}.${name} (${variant})`, text);
+  for (const [variant, text] of Object.entries(examples)) register(`${repository}.${name} (${variant})`, { text, mode: 'assembled per call' });
 }
 
 export function query<R>(q: Queryable, s: Statement, params: readonly unknown[] = []): Promise<R[]> {
@@ -61,6 +67,6 @@ export function send(tx: Tx, s: Statement, params: readonly unknown[] = []): voi
 }
 
 /** Every declared statement, by name (for the SQL files). */
-export function declaredStatements(): ReadonlyMap<string, string> {
+export function declaredStatements(): ReadonlyMap<string, DeclaredStatement> {
   return registry;
 }

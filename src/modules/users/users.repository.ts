@@ -42,6 +42,7 @@ const S = statements('users', {
   emailTaken: 'SELECT 1 FROM users WHERE email = $1 AND id <> $2',
   countActiveAdmins: `SELECT count(*)::int AS n FROM users WHERE role = 'ADMIN' AND active`,
   anyAdmin: `SELECT 1 FROM users WHERE role = 'ADMIN' LIMIT 1`,
+  firstAdmin: `SELECT ${COLUMNS} FROM users WHERE role = 'ADMIN' ORDER BY id LIMIT 1`,
   // Serializes every change that could leave no active ADMIN (demote, deactivate, delete):
   // two such changes of two different ADMINs lock different rows, so a row lock is not enough.
   lockAdminGuard: 'SELECT pg_advisory_xact_lock(7245002)',
@@ -78,6 +79,7 @@ export const deleteUser = (q: Queryable, id: number) => query(q, S.delete, [id])
 export const emailTaken = async (q: Queryable, email: string, exceptId: number) => (await query(q, S.emailTaken, [email, exceptId])).length > 0;
 export const countActiveAdmins = async (q: Queryable) => (await query<{ n: number }>(q, S.countActiveAdmins))[0]!.n;
 export const anyAdmin = async (q: Queryable) => (await query(q, S.anyAdmin)).length > 0;
+export const findFirstAdmin = async (q: Queryable) => first(await query<UserRow>(q, S.firstAdmin));
 export const lockAdminGuard = (q: Queryable) => query(q, S.lockAdminGuard);
 export const lockBootstrap = (q: Queryable) => query(q, S.lockBootstrap);
 

@@ -1,0 +1,84 @@
+// The layering ARCHITECTURE.md asks for, checked on the source's imports, so that it holds
+// as modules are added: no import cycles; services, use cases and repositories know nothing
+// of HTTP; routes never reach the database; only the use-case runner writes audit records.
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+const SRC = path.resolve('src');
+
+function sourceFiles(dir = SRC): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? sourceFiles(p) : e.name.endsWith('.ts') ? [p] : [];
+  });
+}
+
+/**
+ * Relative imports of a file, as source paths: all of them (type-only ones couple the code all
+ * the same), or only those that load code at run time.
+ */
+function importsOf(file: string, only: 'all' | 'values'): string[] {
+  const text = readFileSync(file, 'utf8');
+  const statements = [...text.matchAll(/(?:^|\n)\s*((?:import|export)\s[^'"]*?from\s+'(\.[^']+)')/g)].map((m) => ({ clause: m[1]!, spec: m[2]! }));
+  const dynamic = [...text.matchAll(/import\('(\.[^']+)'\)/g)].map((m) => ({ clause: '', spec: m[1]! }));
+  return [...statements, ...dynamic]
+    .filter(({ clause }) => only === 'all' || !/^(?:import|export)\s+type\s/.test(clause))
+    .map(({ spec }) => path.resolve(path.dirname(file), spec.replace(/\.js$/, '.ts')));
+}
+
+const files = sourceFiles();
+const graph = new Map(files.map((f) => [f, importsOf(f, 'all')]));
+const rel = (f: string) => path.relative(SRC, f);
+
+/** Every file a file reaches through imports. */
+function reach(file: string, seen = new Set<string>()): Set<string> {
+  for (const dep of graph.get(file) ?? []) {
+    if (!seen.has(dep)) {
+      seen.add(dep);
+      reach(dep, seen);
+    }
+  }
+  return seen;
+}
+
+test('no import cycles among the source files', () => {
+  const cycles: string[] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const stack: string[] = [];
+  const visit = (f: string) => {
+    state.set(f, 'open');
+    stack.push(f);
+    for (const dep of graph.get(f) ?? []) {
+      if (state.get(dep) === 'open') cycles.push([...stack.slice(stack.indexOf(dep)), dep].map(rel).join(' → '));
+      else if (!state.has(dep)) visit(dep);
+    }
+    stack.pop();
+    state.set(f, 'done');
+  };
+  for (const f of files) if (!state.has(f)) visit(f);
+  assert.deepEqual(cycles, []);
+});
+
+test('services, use cases, policies, repositories and events never reach the HTTP layer', () => {
+  const domain = files.filter((f) => /\.(service|repository|policy|access|events|writer|user-deletion)\.ts$/.test(f) || f.includes(`${path.sep}use-cases${path.sep}`) || f.includes(`${path.sep}domain${path.sep}`));
+  assert.ok(domain.length > 20, 'the check sees the domain files');
+  const leaks = domain.flatMap((f) => [...reach(f)].filter((d) => d.startsWith(path.join(SRC, 'http') + path.sep) && !d.endsWith('.repository.ts')).map((d) => `${rel(f)} → ${rel(d)}`));
+  assert.deepEqual(leaks, []);
+});
+
+test('routes never touch the database: no driver, no repository, no statement (row types may be named)', () => {
+  const routes = files.filter((f) => f.endsWith('.routes.ts'));
+  assert.ok(routes.length >= 9);
+  const touches = routes.flatMap((f) =>
+    importsOf(f, 'values').filter((d) => /\.repository\.ts$/.test(d) || d.includes(`${path.sep}db${path.sep}`)).map((d) => `${rel(f)} → ${rel(d)}`),
+  );
+  assert.deepEqual(touches, []);
+  for (const f of routes) assert.doesNotMatch(readFileSync(f, 'utf8'), /\bdb\b\s*[.:]|\.query\(/, `${rel(f)} queries the database`);
+});
+
+test('only the use-case runner writes audit records', () => {
+  const writers = files.filter((f) => (graph.get(f) ?? []).some((d) => d.endsWith(path.join('audit', 'audit.writer.ts'))) && /createAuditWriter|\.record\(/.test(readFileSync(f, 'utf8')));
+  assert.deepEqual(writers.map(rel).sort(), ['runtime.ts', 'use-cases/runner.ts'], 'runtime.ts builds the writer and hands it to the runner alone');
+});
