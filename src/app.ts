@@ -9,6 +9,7 @@ import { API_PREFIX, registerConventions, requestId, rewriteUrl } from './http/c
 import { clientErrorHandler, frameworkErrors, registerErrorHandler } from './http/error-handler.js';
 import { registerIdempotency } from './http/idempotency.js';
 import { parseJsonBody } from './http/json-body.js';
+import { registerRateLimit } from './http/rate-limit.js';
 import { createValidatorCompiler } from './http/validation.js';
 import { auditRoutes } from './modules/audit/audit.routes.js';
 import { authRoutes } from './modules/auth/auth.routes.js';
@@ -21,6 +22,7 @@ import { profileRoutes } from './modules/users/profile.routes.js';
 import { usersRoutes } from './modules/users/users.routes.js';
 import { registerHealth } from './ops/health.js';
 import { registerMetrics } from './ops/metrics.js';
+import { createRedis } from './redis.js';
 import type { Services } from './services.js';
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -67,7 +69,9 @@ export async function buildApp(deps: Deps, services: Services) {
           'If-None-Match; PUTs accept If-Match (412 when stale); POSTs accept Idempotency-Key (24 h). `/api/<rest>` is an ' +
           'alias of `/api/v1/<rest>`; paths take no trailing slash. Unknown body or query fields are rejected with 400; bodies are ' +
           'JSON only, nested at most 32 levels deep (400), and uncompressed (a Content-Encoding other than identity is 415). ' +
-          'A change decides the caller\'s right inside its transaction: a caller who loses a right ' +
+          'Every /api request counts toward a general rate limit per user (per address before login), RATE_LIMIT_PER_MINUTE ' +
+          '(default 3000): answers carry RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset, and past the limit 429 ' +
+          'RATE_LIMITED with Retry-After. A change decides the caller\'s right inside its transaction: a caller who loses a right ' +
           'while the request is in flight (removed, demoted, deactivated, logged out) either acted before or is refused.',
       },
       servers: [{ url: '/' }],
@@ -86,8 +90,12 @@ export async function buildApp(deps: Deps, services: Services) {
   });
   registerIdempotency(app, db);
 
+  const redis = config.redisUrl ? createRedis(config.redisUrl, deps.log) : undefined;
+  if (redis) app.addHook('onClose', async () => void (await redis.quit().catch(() => redis.disconnect())));
+
   await app.register(
     async (api) => {
+      await registerRateLimit(api, { perMinute: config.rateLimitPerMinute, redis, keyPrefix: config.redisKeyPrefix });
       await api.register(authRoutes, { auth: services.auth });
       await api.register(usersRoutes, { users: services.users });
       await api.register(profileRoutes, { users: services.users, audit: services.audit });

@@ -12,6 +12,8 @@ export interface Config {
   databasePoolSize: number;
   dataDir: string;
   redisUrl: string | undefined;
+  /** Prefix of every Redis key, so that deployments sharing one Redis keep apart. */
+  redisKeyPrefix: string;
   logLevel: string;
   adminEmail: string | undefined;
   adminPassword: string | undefined;
@@ -116,6 +118,11 @@ export function loadConfig(env: Env = process.env): Config {
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
     dataDir: path.resolve(str(env, 'DATA_DIR') ?? './data'),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    redisKeyPrefix: (() => {
+      const prefix = str(env, 'REDIS_KEY_PREFIX') ?? 'teamlog:';
+      if (!/^[A-Za-z0-9:._-]{1,64}$/.test(prefix)) throw new ConfigError('REDIS_KEY_PREFIX must be 1 to 64 letters, digits, ":", ".", "_" or "-"');
+      return prefix;
+    })(),
     logLevel: (() => {
       const level = str(env, 'LOG_LEVEL') ?? 'info';
       if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level)) {
