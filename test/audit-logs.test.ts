@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Client, type Session } from './helpers/client.js';
-import { createProject, createTask } from './helpers/factories.js';
+import { createProject, createTask, type AuditRecordBody } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 
 const h = useTestServer();
@@ -12,20 +12,6 @@ let alice: Session;
 let bob: Session;
 let projectId: number;
 let taskId: number;
-
-interface ApiRecord {
-  id: number;
-  actor_id: number | null;
-  action: string;
-  resource_type: string;
-  resource_id: number | null;
-  timestamp: string;
-  result: string;
-  metadata: Record<string, unknown>;
-  ip: string | null;
-  user_agent: string | null;
-  request_id: string;
-}
 
 /** A record as the table holds it, with its timestamp in microseconds (the API shows milliseconds). */
 interface StoredRecord {
@@ -79,8 +65,8 @@ function matches(r: StoredRecord, query: URLSearchParams): boolean {
 }
 
 /** Follows next_cursor to the end; checks that pages are newest first and never repeat. */
-async function listAll(query: URLSearchParams, limit = 7): Promise<ApiRecord[]> {
-  const all: ApiRecord[] = [];
+async function listAll(query: URLSearchParams, limit = 7): Promise<AuditRecordBody[]> {
+  const all: AuditRecordBody[] = [];
   let cursor: string | null = null;
   for (let pages = 0; pages < 100; pages++) {
     const q = new URLSearchParams(query);
@@ -111,7 +97,7 @@ async function expectFilter(params: Array<[string, string]>): Promise<number[]> 
   return got;
 }
 
-async function recordOf(where: string, params: unknown[]): Promise<ApiRecord> {
+async function recordOf(where: string, params: unknown[]): Promise<AuditRecordBody> {
   const rows = await h.server.owner.query<{ id: number }>(`SELECT id FROM audit_log WHERE ${where} ORDER BY id DESC LIMIT 1`, params);
   assert.ok(rows[0], where);
   const res = await h.admin.client.get(`/api/v1/audit-logs/${rows[0].id}`, { token: h.admin.token });
@@ -305,7 +291,7 @@ describe('pagination', () => {
     assert.ok(all.length > 21, `${all.length} records`);
     const first = await h.admin.client.get('/api/v1/audit-logs', { token: h.admin.token });
     assert.equal(first.body.data.length, 20, 'the default limit is 20');
-    assert.deepEqual(first.body.data.map((r: ApiRecord) => r.id), all.slice(0, 20).map((r) => r.id));
+    assert.deepEqual(first.body.data.map((r: AuditRecordBody) => r.id), all.slice(0, 20).map((r) => r.id));
     assert.equal(typeof first.body.next_cursor, 'string');
 
     const page = await h.admin.client.get(`/api/v1/audit-logs?limit=3&action=LOGIN_SUCCESS`, { token: h.admin.token });
@@ -321,7 +307,7 @@ describe('pagination', () => {
     const followed = await h.admin.client.get(next.pathname + next.search, { token: h.admin.token });
     assert.equal(followed.status, 200);
     const expected = all.filter((r) => r.action === 'LOGIN_SUCCESS').map((r) => r.id);
-    assert.deepEqual([...page.body.data, ...followed.body.data].map((r: ApiRecord) => r.id), expected.slice(0, 6));
+    assert.deepEqual([...page.body.data, ...followed.body.data].map((r: AuditRecordBody) => r.id), expected.slice(0, 6));
 
     const last = await h.admin.client.get(`/api/v1/audit-logs?limit=100&action=CREATE_TASK`, { token: h.admin.token });
     assert.equal(last.body.next_cursor, null);
@@ -343,7 +329,7 @@ describe('pagination', () => {
         if (cursor) q.set('cursor', cursor);
         const res = await h.admin.client.get(`/api/v1/audit-logs?${q}`, { token: h.admin.token });
         assert.equal(res.status, 200, res.text);
-        seen.push(...res.body.data.map((r: ApiRecord) => r.id));
+        seen.push(...res.body.data.map((r: AuditRecordBody) => r.id));
         cursor = res.body.next_cursor;
         // New records of the very kinds being listed (CREATE_USER, LOGIN_SUCCESS) arrive meanwhile.
         if (pages++ < 3) await h.newUser();
@@ -366,7 +352,7 @@ describe('pagination', () => {
     const below = (await stored())[5]!.id;
     const good = await h.admin.client.get(`/api/v1/audit-logs?limit=100&cursor=${b64({ b: below })}`, { token: h.admin.token });
     assert.equal(good.status, 200);
-    assert.deepEqual(good.body.data.map((r: ApiRecord) => r.id), (await stored()).filter((r) => r.id < below).map((r) => r.id));
+    assert.deepEqual(good.body.data.map((r: AuditRecordBody) => r.id), (await stored()).filter((r) => r.id < below).map((r) => r.id));
   });
 });
 

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { Client, auditRows, login, type Session } from './helpers/client.js';
-import { allPages, type PageBody } from './helpers/factories.js';
+import { allPages, type PageBody, type AuditRecordBody } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 
 const h = useTestServer();
@@ -17,20 +17,6 @@ interface UserBody {
   active: boolean;
   created_at: string;
   updated_at: string;
-}
-
-interface AuditRecordBody {
-  id: number;
-  actor_id: number | null;
-  action: string;
-  resource_type: string;
-  resource_id: number | null;
-  timestamp: string;
-  result: string;
-  metadata: Record<string, unknown>;
-  ip: string | null;
-  user_agent: string | null;
-  request_id: string;
 }
 
 const SECURITY_ACTIONS = ['LOGIN_SUCCESS', 'LOGIN_FAILURE', 'LOGOUT', 'PASSWORD_CHANGED', 'SESSION_REVOKED', 'UPDATE_USER_EMAIL'];

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Client, auditRows, login } from './helpers/client.js';
-import { uniqueWord, type PageBody } from './helpers/factories.js';
+import { uniqueWord, type PageBody, type AuditRecordBody } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 import { ADMIN_EMAIL, needsPostgres } from './helpers/server.js';
 
@@ -20,16 +20,6 @@ interface UserBody {
   active: boolean;
   created_at: string;
   updated_at: string;
-}
-
-interface AuditRecordBody {
-  id: number;
-  actor_id: number | null;
-  action: string;
-  resource_type: string;
-  resource_id: number | null;
-  result: string;
-  metadata: Record<string, unknown>;
 }
 
 const uniqueEmail = (prefix = 'u') => `${prefix}-${uniqueWord()}@test.local`;

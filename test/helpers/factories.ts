@@ -41,6 +41,21 @@ export interface Problem {
   detail?: string;
 }
 
+/** An audit record as the API shows it (API.md section 5). */
+export interface AuditRecordBody {
+  id: number;
+  actor_id: number | null;
+  action: string;
+  resource_type: string;
+  resource_id: number | null;
+  timestamp: string;
+  result: string;
+  metadata: Record<string, unknown>;
+  ip: string | null;
+  user_agent: string | null;
+  request_id: string;
+}
+
 export interface PageBody<T> {
   data: T[];
   next_cursor: string | null;
