@@ -97,6 +97,29 @@ describe('listing notifications', () => {
 
 // ── marking read ───────────────────────────────────────────────────────────────────────
 
+describe('who is told about a task', () => {
+  test('a member who left the project hears no more of its tasks; an ADMIN creator, member or not, still does', async () => {
+    const owner = await h.newUser();
+    const [creator, worker] = await Promise.all([h.newUser(), h.newUser()]);
+    const project = await createProject(owner);
+    await addMember(owner, project.id, creator.id);
+    await addMember(owner, project.id, worker.id);
+    const task = await createTask(creator, project.id, { assignee_id: worker.id });
+    const byAdmin = await createTask(h.admin, project.id);
+    assert.equal((await creator.client.delete(`/api/v1/projects/${project.id}/members/${creator.id}`, { token: creator.token })).status, 204);
+
+    for (const t of [task, byAdmin]) {
+      const res = await owner.client.put(`/api/v1/tasks/${t.id}/status`, { status: 'IN_PROGRESS' }, { token: owner.token });
+      assert.equal(res.status, 200, res.text);
+    }
+    const about = (n: { payload: Record<string, unknown> }, id: number) => n.payload.task_id === id;
+    const statusChanges = async (userId: number) => notificationRows(h.server, `user_id = $1 AND kind = 'task_status_changed'`, [userId]);
+    assert.deepEqual((await statusChanges(creator.id)).filter((n) => about(n, task.id)), [], 'the former member is not told, not even the title');
+    assert.equal((await statusChanges(worker.id)).filter((n) => about(n, task.id)).length, 1, 'the assignee, still a member, is');
+    assert.equal((await statusChanges(h.admin.id)).filter((n) => about(n, byAdmin.id)).length, 1, 'an ADMIN sees every project');
+  });
+});
+
 describe('marking notifications read', () => {
   test('marks one read: 200 with read_at set; marking it again keeps the same read_at', async () => {
     const user = await h.newUser();
