@@ -1,7 +1,7 @@
 import type { Writable } from 'node:stream';
 import pg from 'pg';
 import type { Database, QueryOptions, Tx } from './database.js';
-import { runTransaction } from './database.js';
+import { pgErrorCode, runTransaction } from './database.js';
 import { LookupLanes } from './lookup-lanes.js';
 import { SESSION_SETTINGS, isoTimestamp } from './timestamps.js';
 
@@ -93,6 +93,14 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
       const client = await pool.connect();
       const batch = writeBatcher(client);
       let broken: Error | undefined;
+      // A checked-out client is no longer watched by the pool: a connection lost mid-transaction
+      // is emitted as 'error' on the client, and an 'error' nobody listens to ends the process.
+      // Its queries fail with it, and the client is destroyed on release.
+      const onLost = (err: Error) => {
+        broken = err;
+        opts.onError(err);
+      };
+      client.on('error', onLost);
       try {
         return await runTransaction(
           {
@@ -103,7 +111,8 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
                 const res = opts?.prepareAs ? await client.query({ name: opts.prepareAs, text: sql, values }) : await client.query(sql, values);
                 return res.rows as R[];
               } catch (err) {
-                if (!(err as { code?: string }).code) broken = err as Error;
+                // An error the server sent leaves the connection usable; any other does not.
+                if (pgErrorCode(err) === undefined) broken = err as Error;
                 throw err;
               }
             },
@@ -113,6 +122,7 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
           true,
         );
       } finally {
+        client.off('error', onLost);
         // A client whose socket failed is destroyed rather than returned to the pool.
         client.release(broken);
       }
