@@ -3,6 +3,9 @@
 -- audit.find (planned per call)
 SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id FROM audit_log WHERE id = $1;
 
+-- audit.findMany (planned per call)
+SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id FROM audit_log WHERE id = ANY ($1::bigint[]) ORDER BY id;
+
 -- audit.list (every filter) (assembled per call)
 SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id FROM audit_log WHERE actor_id = $1 AND action = ANY($2::text[]) AND resource_type = $3 AND resource_id = $4 AND result = $5 AND "timestamp" >= $6::timestamptz AND "timestamp" < $7::timestamptz AND id < $8 ORDER BY id DESC LIMIT $9;
 

@@ -68,6 +68,9 @@ SELECT p.id FROM projects p
 -- projects.projectAndRole (prepared lookup)
 SELECT m.role FROM projects p LEFT JOIN project_members m ON m.project_id = p.id AND m.user_id = $2 WHERE p.id = $1;
 
+-- projects.projectsOf (planned per call)
+SELECT project_id FROM project_members WHERE user_id = $1 ORDER BY project_id;
+
 -- projects.solelyOwnedBy (planned per call)
 SELECT p.id, p.name FROM projects p JOIN project_members m ON m.project_id = p.id
    WHERE m.user_id = $1 AND m.role = 'OWNER'

@@ -22,6 +22,8 @@ import { profileRoutes } from './modules/users/profile.routes.js';
 import { usersRoutes } from './modules/users/users.routes.js';
 import { registerHealth } from './ops/health.js';
 import { registerMetrics } from './ops/metrics.js';
+import { registerRealtimeDemo } from './realtime/demo-page.js';
+import { attachRealtime } from './realtime/realtime.js';
 import { createRedis } from './redis.js';
 import type { Services } from './services.js';
 
@@ -114,6 +116,8 @@ export async function buildApp(deps: Deps, services: Services) {
   );
 
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: `${API_PREFIX}/openapi.json` } as never });
+  registerRealtimeDemo(app);
+  attachRealtime(app, deps, services, redis);
   return app;
 }
 

@@ -22,6 +22,8 @@ export interface Config {
   jwtSecret: string | undefined;
   trustProxy: string[];
   rateLimitPerMinute: number;
+  /** How long real-time events are kept for replay, in hours. */
+  eventRetentionHours: number;
   auditSigningKey: string | undefined;
   auditSigningKeyId: string | undefined;
   auditCheckpointIntervalMs: number;
@@ -137,6 +139,7 @@ export function loadConfig(env: Env = process.env): Config {
     jwtSecret,
     trustProxy: parseCidrList('TRUST_PROXY', str(env, 'TRUST_PROXY')),
     rateLimitPerMinute: int(env, 'RATE_LIMIT_PER_MINUTE', 3000, 0, 10_000_000),
+    eventRetentionHours: int(env, 'EVENT_RETENTION_HOURS', 24, 1, 24 * 365),
     auditSigningKey: str(env, 'AUDIT_SIGNING_KEY'),
     auditSigningKeyId: str(env, 'AUDIT_SIGNING_KEY_ID'),
     auditCheckpointIntervalMs: int(env, 'AUDIT_CHECKPOINT_INTERVAL_MS', 5000, 100, 3_600_000),

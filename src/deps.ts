@@ -1,6 +1,7 @@
 // What every service needs, built once at start (src/runtime.ts) and passed explicitly.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from './config.js';
+import type { OutboxSignal } from './modules/outbox/outbox-signal.js';
 import type { Database } from './db/database.js';
 import type { Secrets } from './secrets.js';
 import type { Run } from './use-cases/runner.js';
@@ -11,5 +12,7 @@ export interface Deps {
   secrets: Secrets;
   /** The use-case runner: the only way to change data (use-cases/runner.ts). */
   run: Run;
+  /** Told by the runner after each commit with outbox rows; real-time listens (realtime/sequencer.ts). */
+  outbox: OutboxSignal;
   log: FastifyBaseLogger;
 }

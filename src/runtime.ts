@@ -6,13 +6,15 @@ import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import type { Deps } from './deps.js';
 import { createAuditWriter } from './modules/audit/audit.writer.js';
+import { OutboxSignal } from './modules/outbox/outbox-signal.js';
 import { loadSecrets } from './secrets.js';
 import { createServices } from './services.js';
 import { createRunner } from './use-cases/runner.js';
 
 export function createDeps(config: Config, db: Database, log: FastifyBaseLogger): Deps {
   const secrets = loadSecrets(config, (msg) => log.warn(msg));
-  return { config, db, secrets, run: createRunner(db, createAuditWriter(secrets.personalDataKey)), log };
+  const outbox = new OutboxSignal();
+  return { config, db, secrets, run: createRunner(db, createAuditWriter(secrets.personalDataKey), outbox), outbox, log };
 }
 
 export async function createApp(deps: Deps) {

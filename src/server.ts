@@ -23,7 +23,7 @@ async function main(): Promise<void> {
   const deps = createDeps(config, db, log);
   const admin = await ensureFirstAdmin(deps);
   const { app } = await createApp(deps);
-  const stopMaintenance = scheduleMaintenance(db, log);
+  const stopMaintenance = scheduleMaintenance(db, config.eventRetentionHours, log);
 
   // Responses in progress: at shutdown their clients are told to close the connection, or a
   // keep-alive connection would hold the server open long after its last response.

@@ -216,7 +216,7 @@ describe('housekeeping', () => {
       [`${tag}@test.local`],
     );
 
-    await runMaintenance(h.server.db); // as the service's own (restricted) role
+    await runMaintenance(h.server.db, 24); // as the service's own (restricted) role
 
     const events = await h.server.owner.query<{ payload: Record<string, unknown> }>('SELECT payload FROM events WHERE name = $1', [tag]);
     assert.deepEqual(events.map((e) => e.payload), [{ fresh: true }]);

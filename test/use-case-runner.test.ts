@@ -8,6 +8,7 @@ import { describe, test } from 'node:test';
 import type { ActorContext, RequestContext } from '../src/context.js';
 import { DomainError, forbidden, notFound } from '../src/domain/errors.js';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
+import { OutboxSignal } from '../src/modules/outbox/outbox-signal.js';
 import { insertUser } from '../src/modules/users/users.repository.js';
 import { UseCaseContractError, createRunner, useCase, type Run, type UnitOfWork } from '../src/use-cases/runner.js';
 import { useTestDatabase } from './helpers/harness.js';
@@ -15,9 +16,13 @@ import { useTestDatabase } from './helpers/harness.js';
 const h = useTestDatabase();
 let runner: Run | undefined;
 const run: Run = (ctx, uc, body, opts) => {
-  runner ??= createRunner(h.database.db, createAuditWriter(Buffer.alloc(32, 1)));
+  runner ??= createRunner(h.database.db, createAuditWriter(Buffer.alloc(32, 1)), outbox);
   return runner(ctx, uc, body, opts);
 };
+
+const outbox = new OutboxSignal();
+let signalled = 0;
+outbox.onCommitted(() => signalled++);
 
 const AUDITED = useCase('test.audited', ['DELETE_TASK']);
 const PLAIN = useCase('test.plain');
@@ -41,13 +46,16 @@ async function left(ctx: RequestContext) {
 const record = { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 7 } as const;
 
 describe('the audit record of an audited use case', () => {
-  test('commits with its change when recorded exactly once', async () => {
+  test('commits with its change when recorded exactly once, and tells the outbox after the commit', async () => {
     const ctx = context();
+    const before = signalled;
     await run(ctx, AUDITED, async (uow) => {
       await change(uow);
       uow.audit(record);
+      assert.equal(signalled, before, 'not before the commit');
     });
     assert.deepEqual(await left(ctx), { changes: 1, records: ['SUCCESS DELETE_TASK TASK/7'] });
+    assert.equal(signalled, before + 1);
   });
 
   test('forgotten: the run fails as a bug and its change is rolled back', async () => {

@@ -49,6 +49,12 @@ export interface Database extends Queryable {
   /** Runs a multi-statement script (migrations). */
   exec(sql: string): Promise<void>;
   poolStats(): PoolStats;
+  /**
+   * Calls onNotify with each NOTIFY on `channel` (PostgreSQL: a dedicated connection that
+   * reconnects by itself; answers a function that stops listening). Undefined on PGlite, whose
+   * one process needs no notice between instances.
+   */
+  listen?(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 

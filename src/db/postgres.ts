@@ -61,6 +61,47 @@ const PLAN_SETTINGS = { plan_cache_mode: 'force_generic_plan' } as const;
 /** Pipelined connections for key lookups, beside the pool (see lookup-lanes.ts). */
 export const LOOKUP_LANES = 2;
 
+/**
+ * A connection kept for LISTEN: reconnected after a failure (with a pause that grows to 5 s),
+ * and told about every NOTIFY on the channel. Notices sent while it was down are lost, so its
+ * users also look for themselves now and then (see realtime/dispatcher.ts).
+ */
+async function listenOn(config: pg.ClientConfig, channel: string, onNotify: (payload: string) => void, onError: (err: unknown) => void) {
+  if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`not a channel name: ${channel}`);
+  let client: pg.Client | undefined;
+  let stopped = false;
+  let pause = 100;
+  const connect = async (): Promise<void> => {
+    if (stopped) return;
+    const c = new pg.Client({ ...config, application_name: 'teamlog-listen' });
+    c.on('notification', (n) => n.channel === channel && onNotify(n.payload ?? ''));
+    c.on('error', (err) => {
+      onError(err);
+      void c.end().catch(() => {});
+    });
+    c.on('end', () => {
+      if (client === c) client = undefined;
+      if (!stopped) setTimeout(() => void connect(), pause).unref();
+    });
+    try {
+      await c.connect();
+      // The channel is a fixed identifier checked above; LISTEN takes no parameters.
+      await c.query(`LISTEN ${channel}`);
+      client = c;
+      pause = 100;
+    } catch (err) {
+      onError(err);
+      pause = Math.min(pause * 2, 5000);
+      await c.end().catch(() => {});
+    }
+  };
+  await connect();
+  return async () => {
+    stopped = true;
+    await client?.end().catch(() => {});
+  };
+}
+
 export function createPostgresDatabase(opts: PostgresOptions): Database {
   const connection: pg.ClientConfig = {
     connectionString: opts.url,
@@ -131,6 +172,7 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
       await pool.query(sql);
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    listen: (channel, onNotify) => listenOn(connection, channel, onNotify, opts.onError),
     close: async () => {
       await lookups.close();
       await pool.end();

@@ -40,7 +40,7 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, err: A
 
 const PART_NAMES: Record<string, FieldError['in']> = { body: 'body', querystring: 'query', params: 'path', headers: 'header' };
 
-interface AjvIssue {
+export interface AjvIssue {
   instancePath?: string;
   keyword?: string;
   message?: string;
@@ -56,7 +56,7 @@ const TYPE_NAMES: Record<string, string> = {
 const FORMAT_NAMES: Record<string, string> = { 'date-time': 'a date-time (ISO 8601, e.g. 2026-11-21T09:30:00Z)', email: 'an email address' };
 
 /** Every message says what is wrong with the value, in words a client can act on. */
-function describe(issue: AjvIssue): { field: string; message: string } {
+export function describe(issue: AjvIssue): { field: string; message: string } {
   let field = issue.instancePath ?? '';
   let message = issue.message ?? 'is invalid';
   const p = issue.params ?? {};

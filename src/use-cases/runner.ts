@@ -25,6 +25,7 @@ import { pgConstraint, pgErrorCode } from '../db/database.js';
 import { conflict, type DomainError } from '../domain/errors.js';
 import type { AuditAction, AuditEntry, AuditWriter, ResourceType } from '../modules/audit/audit.writer.js';
 import { addEvents, type OutboxEvent } from '../modules/outbox/outbox.js';
+import type { OutboxSignal } from '../modules/outbox/outbox-signal.js';
 import { liveActor } from '../modules/sessions/session-verdict.js';
 import { lockActor, type CallerLock } from '../modules/sessions/sessions.repository.js';
 
@@ -156,6 +157,11 @@ class Work implements UnitOfWork {
     return new CommittedFailure(error);
   }
 
+  /** Whether the run writes outbox rows (every audit record brings one for /admin). */
+  get writesOutbox(): boolean {
+    return this.record !== undefined || this.events.length > 0;
+  }
+
   /** Before COMMIT: the caller is still entitled, the record rule holds, and the record goes out. */
   async finish(writer: AuditWriter): Promise<void> {
     if (this.caller) await this.caller;
@@ -171,7 +177,8 @@ class Work implements UnitOfWork {
 export type UseCaseBody<T> = (uow: UnitOfWork) => Promise<T | CommittedFailure>;
 export type Run = <T>(ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, opts?: RunOptions) => Promise<T>;
 
-export function createRunner(db: Database, writer: AuditWriter): Run {
+/** `outbox` is told after every commit that wrote outbox rows (real-time delivers them). */
+export function createRunner(db: Database, writer: AuditWriter, outbox: OutboxSignal): Run {
   return async function run<T>(ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, opts: RunOptions = {}): Promise<T> {
     let outcome: T | CommittedFailure;
     try {
@@ -179,6 +186,7 @@ export function createRunner(db: Database, writer: AuditWriter): Run {
         const work = new Work(tx, ctx, uc, opts.callerLock);
         const result = await body(work);
         await work.finish(writer);
+        if (work.writesOutbox) tx.afterCommit(() => outbox.committed());
         return result;
       });
     } catch (err) {
@@ -186,6 +194,7 @@ export function createRunner(db: Database, writer: AuditWriter): Run {
         if (err.record) {
           const denied = err.record;
           await db.transaction(async (tx) => writer.record(tx, ctx, { ...denied, result: 'DENIED' }));
+          outbox.committed();
         }
         throw err.error;
       }

@@ -34,6 +34,7 @@ const COLUMNS = 'id, actor_id, action, resource_type, resource_id, "timestamp", 
 
 const S = statements('audit', {
   find: `SELECT ${COLUMNS} FROM audit_log WHERE id = $1`,
+  findMany: `SELECT ${COLUMNS} FROM audit_log WHERE id = ANY ($1::bigint[]) ORDER BY id`,
   // A user's own security events: the records about their account of the kinds above.
   securityLog: `SELECT ${COLUMNS} FROM audit_log
    WHERE resource_type = 'USER' AND resource_id = $1 AND action = ANY ($2)
@@ -69,6 +70,7 @@ export function queryAuditLog(q: Queryable, f: AuditFilters, beforeId: number | 
 }
 
 export const findAuditRecord = async (q: Queryable, id: number) => (await query<AuditRow>(q, S.find, [id]))[0];
+export const findAuditRecords = (q: Queryable, ids: number[]) => query<AuditRow>(q, S.findMany, [ids]);
 
 export const querySecurityLog = (q: Queryable, userId: number, beforeId: number | undefined, limit: number) =>
   query<AuditRow>(q, S.securityLog, [userId, SECURITY_LOG_ACTIONS, beforeId ?? null, limit + 1]);

@@ -6,7 +6,7 @@ import type { Deps } from '../../deps.js';
 import { notFound } from '../../domain/errors.js';
 import { pageOf, type Page, type PageRequest } from '../../domain/page.js';
 import { PERSONAL_MARKER } from './audit.writer.js';
-import { findAuditRecord, findPersonalData, queryAuditLog, querySecurityLog, type AuditFilters, type AuditRow } from './audit.repository.js';
+import { findAuditRecord, findAuditRecords, findPersonalData, queryAuditLog, querySecurityLog, type AuditFilters, type AuditRow } from './audit.repository.js';
 
 export const REDACTED = '[redacted]';
 
@@ -34,6 +34,11 @@ export function createAuditService(deps: Deps) {
   return {
     async search(filters: AuditFilters, page: PageRequest): Promise<Page<AuditRow>> {
       return resolvedPage(pageOf(await queryAuditLog(db, filters, page.after, page.limit), page));
+    },
+
+    /** Records by id, as the API shows them (for the /admin namespace's audit-record events). */
+    async byIds(ids: number[]): Promise<AuditRow[]> {
+      return resolvePersonalData(await findAuditRecords(db, ids));
     },
 
     async get(id: number): Promise<AuditRow> {

@@ -52,13 +52,21 @@ export interface AuditWriter {
   record(tx: Tx, ctx: RequestContext, entry: AuditEntry, events?: OutboxEvent[]): void;
 }
 
-const AUDIT_INSERT = `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
-
 const S = statements('audit-writer', {
-  insert: { text: AUDIT_INSERT, prepare: true },
-  // A data-modifying WITH runs to completion whether or not the main statement reads it.
-  insertWithEvents: { text: `WITH outbox AS (${eventsInsert(10)}) ${AUDIT_INSERT}`, prepare: true },
+  // The record, the change's outbox events ($10..$12, possibly none), and the record's own
+  // event for the /admin namespace (its id only: no personal data in the outbox), in one
+  // statement. A data-modifying WITH runs to completion whether or not the main query reads it.
+  insert: {
+    text: `WITH record AS (
+    INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
+  ), outbox AS (
+    ${eventsInsert(10)}
+    UNION ALL SELECT 'audit-record', 'admin', jsonb_build_object('id', id) FROM record
+  )
+  SELECT 1`,
+    prepare: true,
+  },
   insertPersonalData: `INSERT INTO audit_personal_data (ref, subject_user_id, value)
   SELECT ref, $2::bigint, value FROM unnest($1::text[], $3::text[]) AS p(ref, value)
   ON CONFLICT (ref) DO NOTHING`,
@@ -94,8 +102,7 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
       ctx.userAgent?.slice(0, 512) ?? null,
       ctx.requestId,
     ];
-    if (events.length === 0) send(tx, S.insert, values);
-    else send(tx, S.insertWithEvents, [...values, ...eventColumns(events)]);
+    send(tx, S.insert, [...values, ...eventColumns(events)]);
   }
 
   return { record };

@@ -6,6 +6,7 @@ import type { Deps } from '../../deps.js';
 import { accountDeactivated, rateLimited, unauthenticated, wrongCurrentPassword, type DomainError } from '../../domain/errors.js';
 import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
 import type { AuditEntry } from '../audit/audit.writer.js';
+import { sessionRevoked, userSessionsRevoked } from '../outbox/control-events.js';
 import { liveActor } from '../sessions/session-verdict.js';
 import * as sessions from '../sessions/sessions.repository.js';
 import { findUserByEmail, findUserById, lockUserForEdit, lockUserForLogin, updateUser, type UserRow } from '../users/users.repository.js';
@@ -97,6 +98,7 @@ export function createAuthService(deps: Deps) {
       if (row.spent) {
         // A spent token presented again: someone else holds a copy. End the whole session.
         await sessions.revokeSession(uow.tx, row.session_id, 'refresh_reuse');
+        uow.emit(sessionRevoked(row.user_id, row.session_id));
         const entry: AuditEntry = {
           action: 'SESSION_REVOKED', resourceType: 'USER', resourceId: row.user_id, actorId: row.user_id,
           metadata: { reason: 'refresh_reuse', sessionId: row.session_id },
@@ -120,6 +122,7 @@ export function createAuthService(deps: Deps) {
         // A second logout of the same session (in parallel) waited for the first, and finds it revoked.
         if (!(await sessions.revokeSession(uow.tx, actor.sessionId, 'logout'))) throw unauthenticated('TOKEN_REVOKED', 'The session has been revoked');
         uow.audit({ action: 'LOGOUT', resourceType: 'USER', resourceId: actor.id, metadata: { sessionId: actor.sessionId } });
+        uow.emit(sessionRevoked(actor.id, actor.sessionId));
       },
       { callerLock: 'revoking own session' },
     );
@@ -148,20 +151,28 @@ export function createAuthService(deps: Deps) {
         await updateUser(uow.tx, actor.id, { password_hash: passwordHash });
         const revoked = await sessions.revokeSessionsOf(uow.tx, actor.id, 'password_changed', actor.sessionId);
         uow.audit({ action: 'PASSWORD_CHANGED', resourceType: 'USER', resourceId: actor.id, metadata: { revokedSessions: revoked } });
+        uow.emit(userSessionsRevoked(actor.id, actor.sessionId));
       },
       { callerLock: { changingUsers: [actor.id] } },
     );
   }
 
-  /** The per-request check: the token's signature, then the session and user as they are now. */
-  async function authenticate(authorization: string | undefined): Promise<Actor> {
-    const match = authorization?.match(/^Bearer ([A-Za-z0-9._~+/-]+=*)$/);
-    if (!match) throw unauthenticated('UNAUTHENTICATED', 'Send an access token as Authorization: Bearer <token>');
-    const claims = await verifyAccessToken(secrets.jwtKey, match[1]!);
-    return liveActor(await sessions.lookupSession(db, claims.sessionId), { id: claims.userId, sessionId: claims.sessionId });
+  /** An access token's caller as they are now (signature, then session and user), and when the token expires (ms). */
+  async function authenticateToken(token: string): Promise<{ actor: Actor; expiresAt: number }> {
+    if (!/^[A-Za-z0-9._~+/-]+=*$/.test(token)) throw unauthenticated('UNAUTHENTICATED', 'The access token is not valid');
+    const claims = await verifyAccessToken(secrets.jwtKey, token);
+    const actor = liveActor(await sessions.lookupSession(db, claims.sessionId), { id: claims.userId, sessionId: claims.sessionId });
+    return { actor, expiresAt: claims.expiresAt * 1000 };
   }
 
-  return { login, refresh, logout, changePassword, authenticate };
+  /** The per-request check of HTTP: `Authorization: Bearer <token>`. */
+  async function authenticate(authorization: string | undefined): Promise<Actor> {
+    const match = authorization?.match(/^Bearer (\S+)$/);
+    if (!match) throw unauthenticated('UNAUTHENTICATED', 'Send an access token as Authorization: Bearer <token>');
+    return (await authenticateToken(match[1]!)).actor;
+  }
+
+  return { login, refresh, logout, changePassword, authenticate, authenticateToken };
 }
 
 export type AuthService = ReturnType<typeof createAuthService>;

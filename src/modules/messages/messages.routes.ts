@@ -2,13 +2,12 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { pageRequest, sendPage } from '../../http/pagination.js';
 import { authedContext } from '../../http/request-context.js';
-import { Page, PageQuery, Text, Timestamp, errorResponses, pattern } from '../../http/schemas.js';
+import { Page, PageQuery, errorResponses } from '../../http/schemas.js';
 import { presentMessage } from './messages.presenter.js';
-import { ROOM_PATTERN, type MessagesService } from './messages.service.js';
+import { Message, MessageBody, Room } from './messages.schemas.js';
+import type { MessagesService } from './messages.service.js';
 
 const security = [{ bearer: [] }];
-const Room = Type.String({ pattern: pattern(ROOM_PATTERN, 'must be "general" or "project:<id>"'), maxLength: 30, description: '`general` or `project:<id>`' });
-const Message = Type.Object({ id: Type.Integer(), room: Type.String(), author_id: Type.Integer(), text: Type.String(), created_at: Timestamp });
 
 export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesService }> = async (app, { messages }) => {
   app.get('/messages', {
@@ -27,7 +26,7 @@ export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesServi
     schema: {
       tags: ['messages'], summary: 'Send a message to a room you may use (default general)', security,
       description: 'Answers 201 with the stored message but no Location header: messages have no URL of their own; read them with GET /messages?room=.',
-      body: Type.Object({ text: Text(2000), room: Type.Optional(Room) }, { additionalProperties: false }),
+      body: MessageBody,
       response: { 201: Message, ...errorResponses(400, 401, 404) },
     },
     handler: async (request, reply) => {

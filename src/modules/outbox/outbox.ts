@@ -1,7 +1,9 @@
-// The events outbox: rows written in the same transaction as their change, so that the
-// real-time relay delivers them after commit (never for a rolled-back change) and replays
-// them for 24 hours. Each row carries the committing transaction's id (set by default).
+// The events outbox: rows written in the same transaction as their change, so that they are
+// delivered after commit (never for a rolled-back change) and replayed from here for
+// EVENT_RETENTION_HOURS. Each row carries its transaction's id; once the transaction has
+// committed, the sequencer (realtime/sequencer.ts) gives the row its event_id, in commit order.
 // Rows are sent, not awaited (Tx.send): they travel with the transaction's next statement.
+import { COMMITTED } from '../../db/commit-order.js';
 import type { Queryable, Tx } from '../../db/database.js';
 import { query, send, statements } from '../../db/statements.js';
 
@@ -11,6 +13,11 @@ export interface OutboxEvent {
   /** Target room: `user:<id>`, `project:<id>`, `general` or `admin`. */
   room: string;
   payload: Record<string, unknown>;
+}
+
+/** An outbox row that has its event_id. */
+export interface NumberedEvent extends OutboxEvent {
+  event_id: number;
 }
 
 /**
@@ -28,9 +35,33 @@ export function eventColumns(events: OutboxEvent[]): [string[], string[], string
   return [events.map((e) => e.name), events.map((e) => e.room), events.map((e) => JSON.stringify(e.payload))];
 }
 
+const COLUMNS = 'event_id, name, room, payload';
+
 const S = statements('outbox', {
   insert: { text: eventsInsert(1), prepare: true },
-  prune: `DELETE FROM events WHERE created_at < now() - interval '24 hours'`,
+  // Numbers the committed rows not numbered yet, oldest transaction first, with the next ids
+  // of event_sequence (dense: the sequencer's advisory lock makes it the only writer).
+  number: `WITH batch AS (
+    SELECT id, row_number() OVER (ORDER BY xact_id, id) AS n FROM events
+     WHERE event_id IS NULL AND ${COMMITTED}
+     ORDER BY xact_id, id LIMIT $1
+  ), counter AS (
+    UPDATE event_sequence SET last_event_id = last_event_id + (SELECT count(*) FROM batch)
+     WHERE EXISTS (SELECT 1 FROM batch)
+    RETURNING last_event_id - (SELECT count(*) FROM batch) AS before
+  )
+  UPDATE events e SET event_id = counter.before + batch.n FROM batch, counter WHERE e.id = batch.id
+  RETURNING ${COLUMNS}`,
+  // Committed rows still unnumbered after a batch: they wait behind a transaction still running.
+  waiting: 'SELECT EXISTS (SELECT 1 FROM events WHERE event_id IS NULL) AS waiting',
+  // Tells every instance's dispatcher (LISTEN) that events up to $1 are numbered; sent at commit.
+  announce: `SELECT pg_notify('teamlog_events', $1::text)`,
+  after: `SELECT ${COLUMNS} FROM events WHERE event_id > $1 ORDER BY event_id LIMIT $2`,
+  // What a reconnecting client missed: the replayable events of its rooms, in order.
+  replay: `SELECT ${COLUMNS} FROM events WHERE event_id > $1 AND room = ANY ($2) AND name = ANY ($3) ORDER BY event_id LIMIT $4`,
+  // The last event_id given out, and the oldest still kept (null when none is).
+  bounds: 'SELECT (SELECT last_event_id FROM event_sequence) AS last, (SELECT min(event_id) FROM events) AS oldest',
+  prune: 'DELETE FROM events WHERE created_at < now() - make_interval(hours => $1)',
 });
 
 export function addEvents(tx: Tx, events: OutboxEvent[]): void {
@@ -38,4 +69,15 @@ export function addEvents(tx: Tx, events: OutboxEvent[]): void {
   send(tx, S.insert, eventColumns(events));
 }
 
-export const pruneEvents = (q: Queryable) => query(q, S.prune);
+export const numberEvents = (tx: Tx, limit: number) => query<NumberedEvent>(tx, S.number, [limit]);
+export const eventsWaiting = async (tx: Tx) => (await query<{ waiting: boolean }>(tx, S.waiting))[0]!.waiting;
+export const announceEvents = (tx: Tx, upTo: number) => send(tx, S.announce, [upTo]);
+export const eventsAfter = (q: Queryable, eventId: number, limit: number) => query<NumberedEvent>(q, S.after, [eventId, limit]);
+export const replayEvents = (q: Queryable, afterId: number, rooms: string[], names: readonly string[], limit: number) =>
+  query<NumberedEvent>(q, S.replay, [afterId, rooms, names, limit]);
+
+export async function eventBounds(q: Queryable): Promise<{ last: number; oldest: number | null }> {
+  return (await query<{ last: number; oldest: number | null }>(q, S.bounds))[0]!;
+}
+
+export const pruneEvents = (q: Queryable, retentionHours: number) => query(q, S.prune, [retentionHours]);

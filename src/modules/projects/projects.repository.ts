@@ -62,6 +62,8 @@ const S = statements('projects', {
      AND ($2::bigint IS NULL OR p.id < $2)
    ORDER BY p.id DESC LIMIT $3`,
   findMember: 'SELECT user_id, role, added_at FROM project_members WHERE project_id = $1 AND user_id = $2',
+  // The projects whose rooms a user's sockets join.
+  projectsOf: 'SELECT project_id FROM project_members WHERE user_id = $1 ORDER BY project_id',
   insertMember: 'INSERT INTO project_members (project_id, user_id, role) VALUES ($1, $2, $3)',
   updateMemberRole: 'UPDATE project_members SET role = $3 WHERE project_id = $1 AND user_id = $2',
   deleteMember: 'DELETE FROM project_members WHERE project_id = $1 AND user_id = $2',
@@ -117,6 +119,7 @@ export const countTasks = async (q: Queryable, projectId: number) => (await quer
 export const listProjects = (q: Queryable, memberId: number | null, beforeId: number | undefined, limit: number) =>
   query<ProjectRow>(q, S.list, [memberId, beforeId ?? null, limit + 1]);
 
+export const projectsOf = async (q: Queryable, userId: number) => (await query<{ project_id: number }>(q, S.projectsOf, [userId])).map((r) => r.project_id);
 export const findMember = async (q: Queryable, projectId: number, userId: number) => first(await query<MemberRow>(q, S.findMember, [projectId, userId]));
 export const insertMember = (q: Queryable, projectId: number, userId: number, role: ProjectRole) => query(q, S.insertMember, [projectId, userId, role]);
 export const updateMemberRole = (q: Queryable, projectId: number, userId: number, role: ProjectRole) => query(q, S.updateMemberRole, [projectId, userId, role]);

@@ -9,6 +9,7 @@ import { pageOf, type PageRequest } from '../../domain/page.js';
 import { checkVersion, type ExpectedVersion } from '../../domain/versions.js';
 import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
 import { notify } from '../notifications/notifications.writer.js';
+import { membershipChanged, projectDeleted } from '../outbox/control-events.js';
 import { findUserById } from '../users/users.repository.js';
 import { lockProjectAccess } from './projects.access.js';
 import { accessOf, projectPolicy, type ProjectAccess, type ProjectRole } from './projects.policy.js';
@@ -97,6 +98,7 @@ export function createProjectsService(deps: Deps, { memberRemovalSteps }: Projec
         const taskCount = await repo.countTasks(uow.tx, id);
         await repo.deleteProject(uow.tx, id);
         uow.audit({ ...record, metadata: { name: project.name, taskCount } });
+        uow.emit(projectDeleted(id));
       });
     },
 
@@ -130,12 +132,13 @@ export function createProjectsService(deps: Deps, { memberRemovalSteps }: Projec
         if (current === undefined) {
           await repo.insertMember(uow.tx, id, userId, role);
           uow.audit({ ...record, metadata: { userId, role } });
-          uow.emit({ name: 'membership-changed', room: `user:${userId}`, payload: { project_id: id, user_id: userId, role } });
+          uow.emit(membershipChanged(id, userId, role));
           await notify(uow, [userId], 'project_member_added', { project_id: id, project_name: project.name, role, actor_id: actorId });
         } else {
           await guardLastOwner(uow.tx, id, current);
           await repo.updateMemberRole(uow.tx, id, userId, role);
           uow.audit({ ...record, metadata: { userId, oldRole: current, newRole: role } });
+          uow.emit(membershipChanged(id, userId, role));
         }
         await repo.bumpProject(uow.tx, id);
         const [member, updated] = await Promise.all([repo.findMember(uow.tx, id, userId), repo.findProject(uow.tx, id)]);
@@ -156,7 +159,7 @@ export function createProjectsService(deps: Deps, { memberRemovalSteps }: Projec
         for (const step of memberRemovalSteps) await step(uow, id, userId);
         await repo.bumpProject(uow.tx, id);
         uow.audit({ ...record, metadata: { userId, role } });
-        uow.emit({ name: 'membership-changed', room: `user:${userId}`, payload: { project_id: id, user_id: userId, role: null } });
+        uow.emit(membershipChanged(id, userId, null));
       });
     },
   };

@@ -10,6 +10,7 @@ import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
 import type { AuditAction } from '../audit/audit.writer.js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { settleAttempt, throttledFor } from '../auth/throttle.js';
+import { roleChanged, userSessionsRevoked } from '../outbox/control-events.js';
 import { revokeSessionsOf } from '../sessions/sessions.repository.js';
 import type { UserDeletionStep } from './user-deletion.js';
 import { usersPolicy } from './users.policy.js';
@@ -194,6 +195,7 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
           if (role !== 'ADMIN') await guardLastAdmin(uow.tx, user, 'demoted');
           const updated = await repo.updateUser(uow.tx, id, { role });
           uow.audit({ action: 'CHANGE_USER_ROLE', resourceType: 'USER', resourceId: id, metadata: { oldRole: user.role, newRole: role } });
+          uow.emit(roleChanged(id, role));
           return updated;
         },
         changing(id),
@@ -217,6 +219,7 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
             await guardLastAdmin(uow.tx, user, 'deactivated');
             // Reactivation must not bring old tokens back to life.
             await revokeSessionsOf(uow.tx, id, 'deactivated');
+            uow.emit(userSessionsRevoked(id));
           }
           const updated = await repo.updateUser(uow.tx, id, { active });
           uow.audit({ action, resourceType: 'USER', resourceId: id });
@@ -237,6 +240,7 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
           for (const step of deletionSteps) await step(uow, user);
           await repo.deleteUser(uow.tx, id);
           uow.audit({ action: 'DELETE_USER', resourceType: 'USER', resourceId: id, metadata: { email: user.email, role: user.role } });
+          uow.emit(userSessionsRevoked(id));
         },
         changing(id),
       );

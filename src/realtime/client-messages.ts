@@ -1,0 +1,63 @@
+// The client's `new-message` event (API.md section 6): stored through the same use case as
+// POST /messages, answered by acknowledgement. A socket's event is refused, and the socket
+// stays connected, when it is over 16 KiB (PAYLOAD_TOO_LARGE), malformed or over 2000
+// characters (VALIDATION_FAILED, with the same messages as the API), or beyond 20 a second
+// (RATE_LIMITED). Nothing a client sends can throw out of the handler.
+import { randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import type { ActorContext } from '../context.js';
+import { DomainError } from '../domain/errors.js';
+import { describe, type AjvIssue } from '../http/error-handler.js';
+import { createValidatorCompiler } from '../http/validation.js';
+import { presentMessage } from '../modules/messages/messages.presenter.js';
+import { MessageBody } from '../modules/messages/messages.schemas.js';
+import type { MessagesService } from '../modules/messages/messages.service.js';
+import type { RealtimeSocket } from './sockets.js';
+
+export const MAX_MESSAGE_BYTES = 16 * 1024;
+export const MAX_MESSAGES_PER_SECOND = 20;
+
+const validateBody = createValidatorCompiler()({ schema: MessageBody, httpPart: 'body', method: 'POST', url: '/messages' }) as ((data: unknown) => boolean) & { errors?: AjvIssue[] | null };
+
+type Ack = (answer: Record<string, unknown>) => void;
+
+/** The refusal an event gets before it reaches the use case, if any. */
+function refusal(socket: RealtimeSocket, input: unknown): { code: string; message: string } | undefined {
+  const now = Date.now();
+  const recent = (socket.data.recentMessages = socket.data.recentMessages.filter((t) => now - t < 1000));
+  recent.push(now);
+  let size: number;
+  try {
+    size = Buffer.byteLength(JSON.stringify(input) ?? '');
+  } catch {
+    size = Infinity; // nested too deep to encode: more than any message may be
+  }
+  if (size > MAX_MESSAGE_BYTES) return { code: 'PAYLOAD_TOO_LARGE', message: `A message event may have at most ${MAX_MESSAGE_BYTES} bytes` };
+  if (recent.length > MAX_MESSAGES_PER_SECOND) return { code: 'RATE_LIMITED', message: `At most ${MAX_MESSAGES_PER_SECOND} messages a second` };
+  if (!validateBody(input)) {
+    const { field, message } = describe(validateBody.errors?.[0] ?? {});
+    return { code: 'VALIDATION_FAILED', message: `${field.replace(/^\//, '') || 'message'} ${message}` };
+  }
+  return undefined;
+}
+
+export function handleClientMessages(socket: RealtimeSocket, messages: MessagesService, contextOf: (requestId: string) => ActorContext, log: FastifyBaseLogger): void {
+  socket.on('new-message', (...args: unknown[]) => {
+    const ack = args[args.length - 1];
+    // Without a callback there is nobody to answer: the event is ignored, never half-done.
+    if (typeof ack !== 'function' || args.length !== 2) return;
+    const answer = ack as Ack;
+    const refused = refusal(socket, args[0]);
+    if (refused) return answer({ ok: false, error: refused });
+    const input = args[0] as { text: string; room?: string };
+    const ctx = contextOf(`socket-${randomUUID()}`);
+    messages.postMessage(ctx, input).then(
+      (message) => answer({ ok: true, message: presentMessage(message) }),
+      (err: unknown) => {
+        if (err instanceof DomainError) return answer({ ok: false, error: { code: err.code, message: err.detail } });
+        log.error({ err, requestId: ctx.requestId }, 'new-message failed');
+        answer({ ok: false, error: { code: 'INTERNAL', message: 'An unexpected error occurred. It has been logged.' } });
+      },
+    );
+  });
+}

@@ -1,0 +1,103 @@
+// Delivers numbered events to this instance's own sockets (every instance does the same for
+// its own: see dispatcher.ts). Client events go to their room in one broadcast, except to
+// sockets still catching up (replay.ts), which get them in their buffer, in order. Control
+// events (modules/outbox/control-events.ts) move sockets between rooms or disconnect them.
+import type { NumberedEvent } from '../modules/outbox/outbox.js';
+import type { AuditService } from '../modules/audit/audit.service.js';
+import { REPLAYABLE, projectRoom, sessionRoom, userRoom, type RealtimeNamespace, type RealtimeSocket } from './sockets.js';
+
+export interface Namespaces {
+  main: RealtimeNamespace;
+  admin: RealtimeNamespace;
+}
+
+/** Sockets of each namespace that are catching up; their live events wait in socket.data.buffer. */
+export class CatchingUp {
+  private readonly sockets = new Map<RealtimeNamespace, Set<RealtimeSocket>>();
+
+  of(ns: RealtimeNamespace): Set<RealtimeSocket> {
+    let set = this.sockets.get(ns);
+    if (!set) this.sockets.set(ns, (set = new Set()));
+    return set;
+  }
+}
+
+/** Sends one live event to a room of this instance: buffered for sockets catching up, broadcast to the rest. */
+export function sendLive(ns: RealtimeNamespace, catchingUp: Set<RealtimeSocket>, room: string, name: string, packet: Record<string, unknown>, eventId: number): void {
+  const held: string[] = [];
+  for (const socket of catchingUp) {
+    if (socket.rooms.has(room)) {
+      socket.data.buffer?.push({ name, packet, eventId });
+      held.push(socket.id);
+    }
+  }
+  ns.local.to(room).except(held).emit(name, packet);
+}
+
+/** This instance's sockets in a room. */
+function localSockets(ns: RealtimeNamespace, room: string): RealtimeSocket[] {
+  return [...(ns.adapter.rooms.get(room) ?? [])].flatMap((id) => ns.sockets.get(id) ?? []);
+}
+
+const num = (v: unknown) => (typeof v === 'number' ? v : Number(v));
+
+/** What each control event does to this instance's sockets. */
+function controlHandlers({ main, admin }: Namespaces): Record<string, (payload: Record<string, unknown>) => void> {
+  const both = [main, admin];
+  return {
+    'session-revoked': (p) => both.forEach((ns) => ns.local.in(sessionRoom(num(p.session_id))).disconnectSockets(true)),
+    'user-sessions-revoked': (p) => {
+      for (const ns of both) {
+        for (const socket of localSockets(ns, userRoom(num(p.user_id)))) {
+          if (socket.data.actor.sessionId !== p.except_session_id) socket.disconnect(true);
+        }
+      }
+    },
+    'role-changed': (p) => {
+      const userId = num(p.user_id);
+      for (const socket of localSockets(main, userRoom(userId))) socket.data.actor = { ...socket.data.actor, role: p.role === 'ADMIN' ? 'ADMIN' : 'USER' };
+      if (p.role !== 'ADMIN') admin.local.in(userRoom(userId)).disconnectSockets(true);
+    },
+    'membership-changed': (p) => {
+      const sockets = main.local.in(userRoom(num(p.user_id)));
+      if (p.role === null) sockets.socketsLeave(projectRoom(num(p.project_id)));
+      else sockets.socketsJoin(projectRoom(num(p.project_id)));
+    },
+    'project-deleted': (p) => main.local.in(projectRoom(num(p.project_id))).socketsLeave(projectRoom(num(p.project_id))),
+  };
+}
+
+/**
+ * The events of one namespace as clients receive them: the payload with its event_id, and for
+ * /admin the audit record itself (the outbox holds only its id: no personal data there).
+ */
+export async function packetsFor(events: NumberedEvent[], audit: AuditService): Promise<Map<number, Record<string, unknown>>> {
+  const recordIds = events.filter((e) => e.name === 'audit-record').map((e) => num(e.payload.id));
+  const records = new Map(recordIds.length > 0 ? (await audit.byIds(recordIds)).map((r) => [r.id, r]) : []);
+  const packets = new Map<number, Record<string, unknown>>();
+  for (const e of events) {
+    const body = e.name === 'audit-record' ? records.get(num(e.payload.id)) : e.payload;
+    if (body) packets.set(e.event_id, { ...body, event_id: e.event_id });
+  }
+  return packets;
+}
+
+export function createDelivery(namespaces: Namespaces, catchingUp: CatchingUp, audit: AuditService) {
+  const control = controlHandlers(namespaces);
+  const nsFor = (name: string): RealtimeNamespace | undefined =>
+    REPLAYABLE['/'].includes(name) ? namespaces.main : REPLAYABLE['/admin'].includes(name) ? namespaces.admin : undefined;
+
+  return async function deliver(events: NumberedEvent[]): Promise<void> {
+    const packets = await packetsFor(events, audit);
+    for (const e of events) {
+      const apply = control[e.name];
+      if (apply) {
+        apply(e.payload);
+        continue;
+      }
+      const ns = nsFor(e.name);
+      const packet = packets.get(e.event_id);
+      if (ns && packet) sendLive(ns, catchingUp.of(ns), e.room, e.name, packet, e.event_id);
+    }
+  };
+}

@@ -1,0 +1,208 @@
+// Socket.IO on the API's own port (/socket.io), API.md section 6. The handshake authenticates
+// with the same session check as HTTP; sockets join their rooms (user, session, general,
+// projects); a reconnecting client catches up from the database (replay.ts); events reach
+// sockets after commit, numbered in commit order (sequencer.ts), on every instance
+// (dispatcher.ts, delivery.ts). With REDIS_URL the Redis pub/sub adapter joins the instances,
+// and presence is shared through Redis (presence.ts).
+import { randomUUID } from 'node:crypto';
+import { createAdapter } from '@socket.io/redis-adapter';
+import type { FastifyInstance } from 'fastify';
+import { Server, type ExtendedError } from 'socket.io';
+import { trustedNetworks } from '../config.js';
+import type { ActorContext } from '../context.js';
+import type { Deps } from '../deps.js';
+import { DomainError } from '../domain/errors.js';
+import { projectsOf } from '../modules/projects/projects.repository.js';
+import type { Redis } from '../redis.js';
+import type { Services } from '../services.js';
+import { handleClientMessages } from './client-messages.js';
+import { CatchingUp, createDelivery, type Namespaces } from './delivery.js';
+import { Dispatcher } from './dispatcher.js';
+import { createPresence } from './presence.js';
+import { catchUp, holdLive } from './replay.js';
+import { createSequencer } from './sequencer.js';
+import { projectRoom, sessionRoom, userRoom, type RealtimeNamespace, type RealtimeServer, type RealtimeSocket } from './sockets.js';
+
+/** Above it Socket.IO closes the connection (API.md section 6). */
+export const MAX_HTTP_BUFFER_SIZE = 1024 * 1024;
+
+/** `next(error)` of a handshake: the client's connect_error, with the contract's message. */
+const refused = (message: 'unauthorized' | 'forbidden' | 'unavailable', code?: string): ExtendedError =>
+  Object.assign(new Error(message), { data: { code: code ?? message.toUpperCase() } });
+
+function parseLastEventId(raw: unknown): number | undefined | 'invalid' {
+  if (raw === undefined || raw === null) return undefined;
+  const n = typeof raw === 'number' ? raw : typeof raw === 'string' && /^\d{1,16}$/.test(raw) ? Number(raw) : NaN;
+  return Number.isSafeInteger(n) && n >= 0 ? n : 'invalid';
+}
+
+export function attachRealtime(app: FastifyInstance, deps: Deps, services: Services, redis: Redis | undefined) {
+  const { db, config, log } = deps;
+  const instanceId = randomUUID();
+  // The adapter publishes and subscribes without handling failures: its connections must never
+  // reject a command (an unhandled rejection ends the process). They wait for Redis instead,
+  // and what they queued meanwhile (presence notices, room changes) goes out when it is back.
+  const pub = redis?.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null });
+  const sub = redis?.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null });
+  const io: RealtimeServer = new Server(app.server, {
+    path: '/socket.io',
+    maxHttpBufferSize: MAX_HTTP_BUFFER_SIZE,
+    serveClient: true,
+    // The pub/sub adapter: instances share rooms and broadcasts, never events to replay (those
+    // come from PostgreSQL), so what pub/sub may drop during an outage is not what clients miss.
+    ...(pub && sub ? { adapter: createAdapter(pub, sub, { key: `${config.redisKeyPrefix}socket.io` }) } : {}),
+  });
+  const namespaces: Namespaces = { main: io.of('/'), admin: io.of('/admin') };
+  const catchingUp = new CatchingUp();
+  const dispatcher = new Dispatcher(db, createDelivery(namespaces, catchingUp, services.audit), log);
+  const sequencer = createSequencer(db, log, (events) => dispatcher.offer(events));
+  const presence = createPresence({ redis, keyPrefix: config.redisKeyPrefix, instanceId, onError: (err) => log.warn({ err }, 'presence: Redis failed; retrying') });
+  const trusted = trustedNetworks(config.trustProxy);
+
+  /** The caller's address as for HTTP: a forwarded one only from a trusted proxy. */
+  function addressOf(socket: RealtimeSocket): string | null {
+    const peer = socket.conn.remoteAddress ?? null;
+    const forwarded = socket.handshake.headers['x-forwarded-for'];
+    if (peer && trusted(peer) && typeof forwarded === 'string') return forwarded.split(',')[0]!.trim() || peer;
+    return peer;
+  }
+
+  const contextOf = (socket: RealtimeSocket) => (requestId: string): ActorContext => {
+    const ua = socket.handshake.headers['user-agent'];
+    return { actor: socket.data.actor, ip: addressOf(socket), userAgent: typeof ua === 'string' ? ua : null, requestId };
+  };
+
+  /** Same session check as HTTP; /admin also wants an ADMIN. The rooms are read here, before the socket can receive anything. */
+  function handshake(ns: RealtimeNamespace, adminOnly: boolean) {
+    ns.use(async (socket, next) => {
+      const token: unknown = socket.handshake.auth?.token;
+      if (typeof token !== 'string' || token === '' || token.length > 4096) return next(refused('unauthorized', 'UNAUTHENTICATED'));
+      try {
+        const { actor, expiresAt } = await services.auth.authenticateToken(token);
+        if (adminOnly && actor.role !== 'ADMIN') return next(refused('forbidden'));
+        const roomsAsOf = dispatcher.position;
+        const projects = adminOnly ? [] : await projectsOf(db, actor.id);
+        socket.data = { actor, expiresAt, buffer: undefined, expiry: undefined, recentMessages: [], roomsAsOf };
+        socket.join([userRoom(actor.id), sessionRoom(actor.sessionId), ...(adminOnly ? ['admin'] : ['general', ...projects.map(projectRoom)])]);
+        next();
+      } catch (err) {
+        if (err instanceof DomainError) return next(refused('unauthorized', err.code));
+        log.warn({ err }, 'socket handshake failed');
+        next(refused('unavailable'));
+      }
+    });
+  }
+
+  /** An access token that expires disconnects its socket, unless the client sent `reauth` with a fresh one. */
+  function expireAt(socket: RealtimeSocket): void {
+    clearTimeout(socket.data.expiry);
+    socket.data.expiry = setTimeout(() => socket.disconnect(true), Math.max(0, socket.data.expiresAt - Date.now()));
+    socket.data.expiry.unref();
+  }
+
+  function handleReauth(socket: RealtimeSocket): void {
+    socket.on('reauth', (payload: unknown, ack?: unknown) => {
+      const answer = typeof ack === 'function' ? (ack as (a: Record<string, unknown>) => void) : () => {};
+      const token = typeof payload === 'object' && payload !== null ? (payload as { token?: unknown }).token : undefined;
+      if (typeof token !== 'string') return answer({ ok: false, error: { code: 'VALIDATION_FAILED', message: 'token must be an access token' } });
+      services.auth.authenticateToken(token).then(
+        ({ actor, expiresAt }) => {
+          if (actor.id !== socket.data.actor.id) return answer({ ok: false, error: { code: 'FORBIDDEN', message: 'The token is another user\'s' } });
+          if (actor.sessionId !== socket.data.actor.sessionId) {
+            socket.leave(sessionRoom(socket.data.actor.sessionId));
+            socket.join(sessionRoom(actor.sessionId));
+          }
+          socket.data.actor = actor;
+          socket.data.expiresAt = expiresAt;
+          expireAt(socket);
+          answer({ ok: true, expires_at: new Date(expiresAt).toISOString() });
+        },
+        (err: unknown) => answer({ ok: false, error: err instanceof DomainError ? { code: err.code, message: err.detail } : { code: 'UNAVAILABLE', message: 'Try again' } }),
+      );
+    });
+  }
+
+  /** Presence changes reach every socket of every instance, each with its instance's position. */
+  function announcePresence(userIds: number[], online: boolean, fromElsewhere = false): void {
+    const held = [...catchingUp.of(namespaces.main)].map((s) => s.id);
+    for (const userId of userIds) namespaces.main.local.except(held).emit(online ? 'user-online' : 'user-offline', { user_id: userId, event_id: dispatcher.position });
+    if (!fromElsewhere && redis) namespaces.main.serverSideEmit('presence', { user_ids: userIds, online });
+  }
+  namespaces.main.on('presence', (p: { user_ids: number[]; online: boolean }) => announcePresence(p.user_ids, p.online, true));
+
+  /**
+   * A membership that changed while the socket was being set up went by before the socket
+   * could follow it (delivery.ts moves only live sockets): read the rooms again.
+   */
+  async function followMemberships(socket: RealtimeSocket): Promise<void> {
+    if (dispatcher.position === socket.data.roomsAsOf) return;
+    const now = new Set((await projectsOf(db, socket.data.actor.id)).map(projectRoom));
+    for (const room of socket.rooms) if (room.startsWith('project:') && !now.has(room)) socket.leave(room);
+    socket.join([...now]);
+  }
+
+  /** Replay what the client missed, then the presence snapshot; errors leave the socket live with what it has. */
+  async function welcome(socket: RealtimeSocket, ns: RealtimeNamespace, lastEventId: number | undefined | 'invalid', withPresence: boolean) {
+    try {
+      if (withPresence) await followMemberships(socket);
+      const position =
+        lastEventId === undefined ? dispatcher.position : await catchUp(socket, ns, lastEventId === 'invalid' ? -1 : lastEventId, { db, audit: services.audit, catchingUp });
+      if (withPresence) socket.emit('presence-snapshot', { online: await presence.online(), event_id: position });
+    } catch (err) {
+      log.warn({ err }, 'socket catch-up failed');
+    }
+  }
+
+  handshake(namespaces.main, false);
+  handshake(namespaces.admin, true);
+
+  namespaces.main.on('connection', (socket: RealtimeSocket) => {
+    const lastEventId = parseLastEventId(socket.handshake.auth?.last_event_id);
+    // Before any await: from here on no live event can pass this socket by.
+    if (lastEventId !== undefined) holdLive(socket, namespaces.main, catchingUp);
+    expireAt(socket);
+    handleReauth(socket);
+    handleClientMessages(socket, services.messages, contextOf(socket), log);
+    const userId = socket.data.actor.id;
+    const joined = presence.connected(userId).then(
+      (first) => first && announcePresence([userId], true),
+      (err: unknown) => log.warn({ err }, 'presence: connect not recorded'),
+    );
+    socket.on('disconnect', () => {
+      clearTimeout(socket.data.expiry);
+      void joined
+        .then(() => presence.disconnected(userId))
+        .then((last) => last && announcePresence([userId], false), (err: unknown) => log.warn({ err }, 'presence: disconnect not recorded'));
+    });
+    void joined.then(() => welcome(socket, namespaces.main, lastEventId, true));
+  });
+
+  namespaces.admin.on('connection', (socket: RealtimeSocket) => {
+    const lastEventId = parseLastEventId(socket.handshake.auth?.last_event_id);
+    if (lastEventId !== undefined) holdLive(socket, namespaces.admin, catchingUp);
+    expireAt(socket);
+    handleReauth(socket);
+    socket.on('disconnect', () => clearTimeout(socket.data.expiry));
+    void welcome(socket, namespaces.admin, lastEventId, false);
+  });
+
+  const unsubscribe = deps.outbox.onCommitted(() => sequencer.wake());
+  app.addHook('onReady', async () => {
+    await dispatcher.start();
+    sequencer.start();
+    presence.start((userIds) => announcePresence(userIds, false), (userIds) => announcePresence(userIds, true));
+  });
+  // Before the HTTP server stops: this instance's sockets go (local: through the Redis adapter a
+  // plain disconnectSockets would close every instance's), then the workers, then Redis.
+  app.addHook('preClose', async () => {
+    unsubscribe();
+    for (const ns of [namespaces.main, namespaces.admin]) ns.local.disconnectSockets(true);
+    io.engine.close();
+    await Promise.all([sequencer.stop(), dispatcher.stop()]);
+    await presence.stop().catch((err: unknown) => log.warn({ err }, 'presence: stop failed'));
+    // Not quit(): it would wait in the offline queue for a Redis that may never come back.
+    for (const c of [pub, sub]) c?.disconnect();
+  });
+
+  return { io, dispatcher, sequencer };
+}
