@@ -12,6 +12,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
+import { auditEvidenceBench, auditEvidenceMarkdown, waitSealed, waitSealedHttp } from './audit-evidence.mjs';
 
 const args = process.argv.slice(2);
 const QUICK = args.includes('--quick');
@@ -303,7 +304,7 @@ function settler(url) {
     const c = new pg.Client({ connectionString: url });
     await c.connect();
     try {
-      await c.query('VACUUM (ANALYZE) tasks, audit_log, events, notifications');
+      await c.query('VACUUM (ANALYZE) tasks, audit_log, events, notifications, audit_seal, audit_tree_nodes');
       await c.query('CHECKPOINT');
     } finally {
       await c.end();
@@ -439,13 +440,17 @@ async function main() {
   const { hashPassword } = await import(path.join(ROOT, 'dist/modules/auth/passwords.js'));
   const passwordHash = await hashPassword(PASSWORD);
   const results = [];
+  let sealingAtStart;
+  let evidence;
   // MALLOC_ARENA_MAX=2: the production setting the README recommends on glibc (without it each
   // thread-pool thread that hashes a password keeps its own arena, ~50 MB more RSS at peak).
   // RATE_LIMIT_PER_MINUTE: high enough that the general limit never refuses the load, so that
   // its counting is measured with the rest while every answer is the route's own.
+  // AUDIT_SIGNING_KEY: every instance the benchmark starts on a database signs with one key.
+  const { generateEd25519PrivateKeyPem } = await import(path.join(ROOT, 'dist/modules/audit/integrity/signed-note.js'));
   const serverEnv = {
     JWT_SECRET, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, LOG_LEVEL: 'warn', TRUST_PROXY: '127.0.0.1/32', MALLOC_ARENA_MAX: '2',
-    RATE_LIMIT_PER_MINUTE: '10000000',
+    RATE_LIMIT_PER_MINUTE: '10000000', AUDIT_SIGNING_KEY: generateEd25519PrivateKeyPem(),
   };
 
   log(`seeding PostgreSQL: ${VOLUME.users} users, ${VOLUME.tasks} tasks, ${VOLUME.audit} audit records…`);
@@ -458,8 +463,22 @@ async function main() {
     teamlog = { port: 3401, child: await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATABASE_URL: dbUrl(DB_NAME), DATA_DIR: dataDir }, 3401) };
     baseline = { port: 3402, child: await startProcess('baseline', path.join(ROOT, 'bench/baseline/server.mjs'), { DATABASE_URL: dbUrl(DB_NAME), BENCH_USER_ID: String(ctxPg.bench) }, 3402) };
     const base = `http://127.0.0.1:${teamlog.port}`;
+    // The seeded records were written behind the service's back: it seals them first, and the
+    // scenarios start once it has (what that takes is a figure of its own).
+    log(`sealing the ${VOLUME.audit.toLocaleString('en')} seeded audit records…`);
+    sealingAtStart = await waitSealed(dbUrl(DB_NAME), log);
+    log(`sealed ${sealingAtStart.records.toLocaleString('en')} records in ${sealingAtStart.seconds.toFixed(1)} s (${sealingAtStart.per_second.toLocaleString('en')}/s)`);
     const ctx = { ...ctxPg, token: await login(base, 'bench1@bench.local', PASSWORD), adminToken: await login(base, ADMIN.email, ADMIN.password) };
     results.push(...(await runScenarios('postgres', teamlog, baseline, ctx, settler(dbUrl(DB_NAME)))));
+    if (!ONLY || ONLY === 'audit evidence') {
+      await stop(teamlog.child);
+      await stop(baseline.child);
+      const startTeamlog = async (env, port) => ({ port, child: await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATABASE_URL: dbUrl(DB_NAME), DATA_DIR: dataDir, ...env }, port) });
+      evidence = await auditEvidenceBench({
+        root: ROOT, url: dbUrl(DB_NAME), dataDir, serverEnv, startTeamlog, stop, measure, settle: settler(dbUrl(DB_NAME)), rssSampler, log,
+        token: ctx.token, adminToken: ctx.adminToken, projectId: ctx.projectId, rounds: ROUNDS, duration: DURATION, warmup: WARMUP, tmp: dataDir,
+      });
+    }
   } finally {
     await stop(teamlog?.child);
     await stop(baseline?.child);
@@ -476,6 +495,8 @@ async function main() {
       teamlog = { port: 3403, child: await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATA_DIR: dir }, 3403) };
       const base = `http://127.0.0.1:${teamlog.port}`;
       const ctx = { ...ctxLite, token: await login(base, 'bench1@bench.local', PASSWORD), adminToken: await login(base, ADMIN.email, ADMIN.password) };
+      log('PGlite: sealing the seeded audit records…');
+      await waitSealedHttp(base, ctx.adminToken, EMBEDDED_VOLUME.audit, log);
       results.push(...(await runScenarios('pglite', teamlog, null, ctx, settler(undefined))));
     } finally {
       await stop(teamlog?.child);
@@ -514,6 +535,7 @@ async function main() {
     '',
     `The audit query itself (EXPLAIN ANALYZE of the route's SQL, 20 actors, ${VOLUME.audit.toLocaleString('en')} records): median ${explain.median.toFixed(2)} ms, max ${explain.max.toFixed(2)} ms.`,
     '',
+    ...(evidence ? [auditEvidenceMarkdown(evidence, sealingAtStart)] : []),
     ...(liteRows.length
       ? [`## Embedded mode: PGlite (${EMBEDDED_VOLUME.tasks.toLocaleString('en')} tasks, ${EMBEDDED_VOLUME.audit.toLocaleString('en')} audit records)`, '', table(liteRows), '']
       : []),
@@ -522,7 +544,7 @@ async function main() {
   ].join('\n');
   const outDir = path.join(ROOT, 'bench/results');
   writeFileSync(path.join(outDir, QUICK ? 'quick.md' : 'latest.md'), md);
-  writeFileSync(path.join(outDir, QUICK ? 'quick.jsonl' : 'latest.jsonl'), [...results, { targets }].map((r) => JSON.stringify(r)).join('\n') + '\n');
+  writeFileSync(path.join(outDir, QUICK ? 'quick.jsonl' : 'latest.jsonl'), [...results, ...(evidence ? [{ audit_evidence: { ...evidence, sealing_at_start: sealingAtStart } }] : []), { targets }].map((r) => JSON.stringify(r)).join('\n') + '\n');
   process.stdout.write(`${md}\n`);
   for (const r of results) process.stdout.write(`${JSON.stringify(r)}\n`);
   process.stdout.write(`${JSON.stringify({ targets })}\n`);

@@ -18,6 +18,7 @@ GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO teamlog_app;
 
 -- Append-only evidence: no UPDATE, DELETE or TRUNCATE, whatever the triggers say.
 REVOKE UPDATE, DELETE, TRUNCATE ON audit_log FROM teamlog_app;
+REVOKE UPDATE, DELETE, TRUNCATE ON audit_seal, audit_tree_nodes, audit_signing_keys, audit_checkpoints, audit_log_origin FROM teamlog_app;
 -- Erasing personal data is an operator's act (teamlog audit redact), not the service's.
 REVOKE UPDATE, DELETE, TRUNCATE ON audit_personal_data FROM teamlog_app;
 -- The schema is the owner's business.

@@ -12,6 +12,5 @@ WITH record AS (
   SELECT 1;
 
 -- audit-writer.insertPersonalData (planned per call)
-INSERT INTO audit_personal_data (ref, subject_user_id, value)
-  SELECT ref, $2::bigint, value FROM unnest($1::text[], $3::text[]) AS p(ref, value)
-  ON CONFLICT (ref) DO NOTHING;
+INSERT INTO audit_personal_data (ref, subject_user_id, value, salt)
+  SELECT ref, $2::bigint, value, decode(salt, 'hex') FROM unnest($1::text[], $3::text[], $4::text[]) AS p(ref, value, salt);

@@ -4,53 +4,15 @@
 // 2 a usage or configuration error.
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
-import type { FastifyBaseLogger } from 'fastify';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { ConfigError, loadConfig, loadEnvFile } from './config.js';
 import { DataDirLockedError, lockDataDir } from './ops/data-dir-lock.js';
+import { auditCommand } from './cli/audit.js';
+import { CliError, UsageError, cliLogger, databaseLabel, options, out, type Command, type CommandGroup } from './cli/support.js';
 
 // Each command imports what it needs when it runs, so that --help and usage errors answer at
 // once instead of first loading the database drivers and the whole app.
 
-/** A refusal the operator can act on: printed without a stack trace, exit code 1. */
-class CliError extends Error {}
-/** Wrong command line: printed with the command's usage, exit code 2. */
-class UsageError extends Error {}
-
-interface Command {
-  usage: string;
-  summary: string;
-  details: string;
-  run(args: string[]): Promise<void>;
-}
-
-const out = (line: string) => process.stdout.write(`${line}\n`);
-
-/** Warnings of the shared runtime (e.g. "JWT_SECRET is not set") as plain lines on stderr. */
-async function cliLogger(): Promise<FastifyBaseLogger> {
-  const { pino } = await import('pino');
-  const log: FastifyBaseLogger = pino(
-    { level: 'warn', base: undefined, timestamp: false },
-    { write: (line: string) => void process.stderr.write(`teamlog: ${(JSON.parse(line) as { msg?: string }).msg ?? line.trim()}\n`) },
-  );
-  return log;
-}
-
-function databaseLabel(config: Config, url: string | undefined): string {
-  if (!url) return `the embedded database in ${path.join(config.dataDir, 'pglite')}`;
-  const u = new URL(url);
-  return `PostgreSQL ${u.hostname}${u.port ? `:${u.port}` : ''}${u.pathname}`; // never the password
-}
-
-function options<T extends Record<string, { type: 'string' | 'boolean' }>>(args: string[], spec: T) {
-  try {
-    return parseArgs({ args, options: spec, strict: true, allowPositionals: false }).values;
-  } catch (err) {
-    throw new UsageError((err as Error).message.split('. ')[0]!);
-  }
-}
-
-const COMMANDS: Record<string, Command> = {
+const COMMANDS: Record<string, Command | CommandGroup> = {
   migrate: {
     usage: 'teamlog migrate',
     summary: 'Apply pending schema migrations and list what was applied',
@@ -126,17 +88,23 @@ const COMMANDS: Record<string, Command> = {
       }
     },
   },
+
+  audit: auditCommand,
 };
 
+/** Every command, a group's subcommands in its place. */
+const listed = (): Command[] => Object.values(COMMANDS).flatMap((c) => ('subcommands' in c ? Object.values(c.subcommands) : [c]));
+
 function help(): string {
-  const width = Math.max(...Object.values(COMMANDS).map((c) => c.usage.length));
+  const width = Math.max(...listed().map((c) => c.usage.length));
   return [
     'Usage: teamlog <command> [options]',
+    '       teamlog --version',
     '',
     'Commands:',
-    ...Object.values(COMMANDS).map((c) => `  ${c.usage.padEnd(width)}  ${c.summary}`),
+    ...listed().map((c) => `  ${c.usage.padEnd(width)}  ${c.summary}`),
     '',
-    'Configuration is read from the environment, as for the server: DATABASE_URL (and',
+    'Configuration is read from the environment (and ./.env), as for the server: DATABASE_URL (and',
     'MIGRATION_DATABASE_URL) for PostgreSQL, else the embedded database under DATA_DIR',
     '(default ./data). The embedded database allows one process at a time: stop the server first.',
     '',
@@ -144,13 +112,48 @@ function help(): string {
   ].join('\n');
 }
 
-export async function main(argv: string[]): Promise<number> {
-  const [name, ...args] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    (name === undefined ? process.stderr : process.stdout).write(`${help()}\n`);
-    return name === undefined ? 2 : 0;
+/** "teamlog 0.1.0 (commit 1c49ad4…)": the commit from TEAMLOG_COMMIT or the build, when known. */
+async function version(): Promise<string> {
+  const { versionInfo } = await import('./ops/version.js');
+  let commit: string | undefined;
+  try {
+    loadEnvFile();
+    commit = loadConfig().commit;
+  } catch {
+    commit = undefined; // a configuration error is for the commands to report, not --version
   }
-  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  const info = versionInfo(commit);
+  return `teamlog ${info.version}${info.commit ? ` (commit ${info.commit})` : ''}`;
+}
+
+/** "audit verify …" → the audit group's verify command, named "audit verify" in messages. */
+function resolve(argv: string[]): { name: string; command: Command | undefined; args: string[] } | 'group-help' {
+  const [name = '', ...rest] = argv;
+  const entry = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (entry && 'subcommands' in entry) {
+    const [sub, ...args] = rest;
+    if (sub === undefined || sub === '--help' || sub === '-h') return 'group-help';
+    return { name: `${name} ${sub}`, command: Object.hasOwn(entry.subcommands, sub) ? entry.subcommands[sub] : undefined, args };
+  }
+  return { name, command: entry, args: rest };
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [first] = argv;
+  if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
+    (first === undefined ? process.stderr : process.stdout).write(`${help()}\n`);
+    return first === undefined ? 2 : 0;
+  }
+  if (first === '--version' || first === '-v') {
+    out(await version());
+    return 0;
+  }
+  const resolved = resolve(argv);
+  if (resolved === 'group-help') {
+    out(help());
+    return argv.length > 1 ? 0 : 2;
+  }
+  const { name, command, args } = resolved;
   if (!command) {
     process.stderr.write(`teamlog: unknown command "${name}"\n\n${help()}\n`);
     return 2;
@@ -160,6 +163,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   try {
+    loadEnvFile();
     await command.run(args);
     return 0;
   } catch (err) {

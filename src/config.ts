@@ -1,5 +1,6 @@
 // The only reader of process.env. Every setting is parsed once, at start, with a clear
 // message naming the variable when it is wrong, so a typo never becomes a runtime surprise.
+import { existsSync } from 'node:fs';
 import { BlockList, isIP } from 'node:net';
 import path from 'node:path';
 
@@ -27,11 +28,31 @@ export interface Config {
   auditSigningKey: string | undefined;
   auditSigningKeyId: string | undefined;
   auditCheckpointIntervalMs: number;
+  /** The log's name in its checkpoints; undefined: generated once and kept in the database. */
+  auditLogOrigin: string | undefined;
+  /** Note verifier keys of keys that signed this log's checkpoints before a rotation (trusted from outside the database). */
+  auditPreviousVerifierKeys: string[];
+  /** Whether this instance seals and signs (one instance at a time does, under an advisory lock). */
+  auditSealing: boolean;
   auditWebhookUrl: string | undefined;
   auditWebhookSecret: string | undefined;
+  /** Origins whose browsers may call the API (CORS); empty: same origin only; ["*"]: any. */
+  corsOrigins: string[];
+  /** How long a start waits for PostgreSQL to answer, retrying with backoff; 0: one attempt. */
+  databaseStartupTimeoutMs: number;
+  /** The commit this build is of (TEAMLOG_COMMIT), for GET /api/v1/version. */
+  commit: string | undefined;
 }
 
-export class ConfigError extends Error {}
+/** One or more invalid settings; `problems` has one sentence per variable. */
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string | string[]) {
+    const list = typeof problems === 'string' ? [problems] : problems;
+    super(list.length === 1 ? list[0] : `${list.length} settings are invalid:\n${list.map((p) => `  - ${p}`).join('\n')}`);
+    this.problems = list;
+  }
+}
 
 type Env = Record<string, string | undefined>;
 
@@ -100,50 +121,151 @@ export function trustedNetworks(cidrs: string[]): (address: string) => boolean {
 
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
 
+/**
+ * Loads `.env` from the working directory into process.env when there is one, with Node's own
+ * parser (process.loadEnvFile): a variable already set in the environment keeps its value.
+ * The server and the CLI call it before loadConfig. Answers the file it loaded.
+ */
+export function loadEnvFile(file = path.resolve('.env')): string | undefined {
+  if (!existsSync(file)) return undefined;
+  try {
+    process.loadEnvFile(file);
+  } catch (err) {
+    throw new ConfigError(`${file} could not be read: ${(err as Error).message}`);
+  }
+  return file;
+}
+
 export function loadConfig(env: Env = process.env): Config {
-  const adminEmail = str(env, 'ADMIN_EMAIL')?.toLowerCase();
-  if (adminEmail !== undefined && !EMAIL.test(adminEmail)) throw new ConfigError('ADMIN_EMAIL is not an email address');
-  const adminPassword = env.ADMIN_PASSWORD === '' ? undefined : env.ADMIN_PASSWORD;
-  if (adminPassword !== undefined && adminPassword.length < 10) {
-    throw new ConfigError('ADMIN_PASSWORD must have at least 10 characters');
-  }
-  const jwtSecret = str(env, 'JWT_SECRET');
-  if (jwtSecret !== undefined && jwtSecret.length < 32) {
-    throw new ConfigError('JWT_SECRET must have at least 32 characters');
-  }
-  const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
-  return {
-    port: int(env, 'PORT', 3000, 0, 65535),
-    host: str(env, 'HOST') ?? '127.0.0.1',
+  const databaseUrl = () => url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
+  // Every setting is a parser; each runs even when another failed, so that one start reports
+  // every invalid variable at once instead of one per attempt.
+  const parsers: { [K in keyof Config]: () => Config[K] } = {
+    port: () => int(env, 'PORT', 3000, 0, 65535),
+    host: () => str(env, 'HOST') ?? '127.0.0.1',
     databaseUrl,
-    migrationDatabaseUrl: url(env, 'MIGRATION_DATABASE_URL', ['postgres:', 'postgresql:']) ?? databaseUrl,
-    databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
-    dataDir: path.resolve(str(env, 'DATA_DIR') ?? './data'),
-    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
-    redisKeyPrefix: (() => {
+    // DATABASE_URL's own problem is reported once, under its own name.
+    migrationDatabaseUrl: () => url(env, 'MIGRATION_DATABASE_URL', ['postgres:', 'postgresql:']) ?? optional(databaseUrl),
+    databasePoolSize: () => int(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
+    dataDir: () => path.resolve(str(env, 'DATA_DIR') ?? './data'),
+    redisUrl: () => url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    redisKeyPrefix: () => {
       const prefix = str(env, 'REDIS_KEY_PREFIX') ?? 'teamlog:';
       if (!/^[A-Za-z0-9:._-]{1,64}$/.test(prefix)) throw new ConfigError('REDIS_KEY_PREFIX must be 1 to 64 letters, digits, ":", ".", "_" or "-"');
       return prefix;
-    })(),
-    logLevel: (() => {
+    },
+    logLevel: () => {
       const level = str(env, 'LOG_LEVEL') ?? 'info';
       if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level)) {
         throw new ConfigError(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${level}"`);
       }
       return level;
-    })(),
-    adminEmail,
-    adminPassword,
-    accessTokenTtl: int(env, 'ACCESS_TOKEN_TTL', 900, 1, 86_400),
-    refreshTokenTtl: int(env, 'REFRESH_TOKEN_TTL', 30 * 86_400, 60, 365 * 86_400),
-    jwtSecret,
-    trustProxy: parseCidrList('TRUST_PROXY', str(env, 'TRUST_PROXY')),
-    rateLimitPerMinute: int(env, 'RATE_LIMIT_PER_MINUTE', 3000, 0, 10_000_000),
-    eventRetentionHours: int(env, 'EVENT_RETENTION_HOURS', 24, 1, 24 * 365),
-    auditSigningKey: str(env, 'AUDIT_SIGNING_KEY'),
-    auditSigningKeyId: str(env, 'AUDIT_SIGNING_KEY_ID'),
-    auditCheckpointIntervalMs: int(env, 'AUDIT_CHECKPOINT_INTERVAL_MS', 5000, 100, 3_600_000),
-    auditWebhookUrl: url(env, 'AUDIT_WEBHOOK_URL', ['http:', 'https:']),
-    auditWebhookSecret: str(env, 'AUDIT_WEBHOOK_SECRET'),
+    },
+    adminEmail: () => {
+      const email = str(env, 'ADMIN_EMAIL')?.toLowerCase();
+      if (email !== undefined && !EMAIL.test(email)) throw new ConfigError('ADMIN_EMAIL is not an email address');
+      return email;
+    },
+    adminPassword: () => {
+      const password = env.ADMIN_PASSWORD === '' ? undefined : env.ADMIN_PASSWORD;
+      if (password !== undefined && password.length < 10) throw new ConfigError('ADMIN_PASSWORD must have at least 10 characters');
+      return password;
+    },
+    accessTokenTtl: () => int(env, 'ACCESS_TOKEN_TTL', 900, 1, 86_400),
+    refreshTokenTtl: () => int(env, 'REFRESH_TOKEN_TTL', 30 * 86_400, 60, 365 * 86_400),
+    jwtSecret: () => {
+      const secret = str(env, 'JWT_SECRET');
+      if (secret !== undefined && secret.length < 32) throw new ConfigError('JWT_SECRET must have at least 32 characters');
+      return secret;
+    },
+    trustProxy: () => parseCidrList('TRUST_PROXY', str(env, 'TRUST_PROXY')),
+    rateLimitPerMinute: () => int(env, 'RATE_LIMIT_PER_MINUTE', 3000, 0, 10_000_000),
+    eventRetentionHours: () => int(env, 'EVENT_RETENTION_HOURS', 24, 1, 24 * 365),
+    // A PEM in one line of an .env file comes with its newlines written as "\n".
+    auditSigningKey: () => str(env, 'AUDIT_SIGNING_KEY')?.replaceAll('\\n', '\n'),
+    auditSigningKeyId: () => {
+      const id = str(env, 'AUDIT_SIGNING_KEY_ID');
+      if (id !== undefined && !/^[A-Za-z0-9._:-]{1,64}$/.test(id)) throw new ConfigError('AUDIT_SIGNING_KEY_ID must be 1 to 64 letters, digits, ".", "_", ":" or "-"');
+      if (id !== undefined && str(env, 'AUDIT_SIGNING_KEY') === undefined) throw new ConfigError('AUDIT_SIGNING_KEY_ID is set but AUDIT_SIGNING_KEY is not');
+      return id;
+    },
+    auditCheckpointIntervalMs: () => int(env, 'AUDIT_CHECKPOINT_INTERVAL_MS', 5000, 100, 3_600_000),
+    auditLogOrigin: () => {
+      const origin = str(env, 'AUDIT_LOG_ORIGIN');
+      // C2SP: a schema-less URL, no spaces and no "+" (it is also the key name in verifier keys).
+      if (origin !== undefined && !/^[^\s+]{1,200}$/.test(origin)) throw new ConfigError('AUDIT_LOG_ORIGIN must be 1 to 200 characters with no spaces and no "+", e.g. example.com/teamlog/audit');
+      return origin;
+    },
+    auditPreviousVerifierKeys: () =>
+      (str(env, 'AUDIT_PREVIOUS_VERIFIER_KEYS') ?? '').split(',').map((k) => k.trim()).filter(Boolean).map((k) => {
+        // <name>+<8 hex>+<base64>: the shape here; the key itself is parsed (Ed25519 only) where it is used.
+        if (!/^[^\s+]+\+[0-9a-f]{8}\+[A-Za-z0-9+/=]+$/.test(k)) {
+          throw new ConfigError(`AUDIT_PREVIOUS_VERIFIER_KEYS must be comma-separated note verifier keys (<name>+<key hash>+<key>, as GET /audit-logs/public-keys lists them); "${k.slice(0, 40)}" is not one`);
+        }
+        return k;
+      }),
+    auditSealing: () => {
+      const v = str(env, 'AUDIT_SEALING') ?? 'on';
+      if (v !== 'on' && v !== 'off') throw new ConfigError(`AUDIT_SEALING must be "on" or "off", got "${v}"`);
+      return v === 'on';
+    },
+    auditWebhookUrl: () => url(env, 'AUDIT_WEBHOOK_URL', ['http:', 'https:']),
+    auditWebhookSecret: () => str(env, 'AUDIT_WEBHOOK_SECRET'),
+    corsOrigins: () => parseOrigins('CORS_ORIGINS', str(env, 'CORS_ORIGINS')),
+    databaseStartupTimeoutMs: () => int(env, 'DATABASE_STARTUP_TIMEOUT_MS', 30_000, 0, 600_000),
+    commit: () => {
+      const commit = str(env, 'TEAMLOG_COMMIT');
+      if (commit !== undefined && !/^[0-9a-f]{7,64}$/i.test(commit)) throw new ConfigError('TEAMLOG_COMMIT must be a commit id: 7 to 64 hexadecimal digits');
+      return commit?.toLowerCase();
+    },
   };
+
+  const config: Partial<Config> = {};
+  const problems = new Set<string>();
+  for (const key of Object.keys(parsers) as Array<keyof Config>) {
+    try {
+      (config as Record<keyof Config, unknown>)[key] = parsers[key]();
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      for (const problem of err.problems) problems.add(problem);
+    }
+  }
+  if (problems.size > 0) throw new ConfigError([...problems]);
+  return config as Config;
+}
+
+/** undefined where the parser fails: for a value that another setting reports under its own name. */
+function optional<T>(parse: () => T): T | undefined {
+  try {
+    return parse();
+  } catch (err) {
+    if (err instanceof ConfigError) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * Parses "https://app.example.com, http://localhost:5173" into origins (scheme, host and port:
+ * what a browser sends in Origin), or ["*"] for any origin.
+ */
+export function parseOrigins(name: string, raw: string | undefined): string[] {
+  if (!raw) return [];
+  const entries = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  if (entries.includes('*')) {
+    if (entries.length > 1) throw new ConfigError(`${name} is either "*" or a list of origins, not both`);
+    return ['*'];
+  }
+  return entries.map((entry) => {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(entry);
+    } catch {
+      parsed = undefined;
+    }
+    const bare = parsed && ['http:', 'https:'].includes(parsed.protocol) && parsed.pathname === '/' && !parsed.search && !parsed.hash && !parsed.username && !parsed.password;
+    if (!parsed || !bare) {
+      throw new ConfigError(`${name} must be a comma-separated list of origins such as https://app.example.com (scheme, host and port only), "${entry}" is not one`);
+    }
+    return parsed.origin;
+  });
 }

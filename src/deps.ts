@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from './config.js';
 import type { OutboxSignal } from './modules/outbox/outbox-signal.js';
 import type { Database } from './db/database.js';
+import type { SigningKey } from './modules/audit/integrity/signing-key.js';
 import type { Secrets } from './secrets.js';
 import type { Run } from './use-cases/runner.js';
 
@@ -10,6 +11,8 @@ export interface Deps {
   db: Database;
   config: Config;
   secrets: Secrets;
+  /** Signs the audit log's checkpoints; never stored in the database. */
+  signingKey: SigningKey;
   /** The use-case runner: the only way to change data (use-cases/runner.ts). */
   run: Run;
   /** Told by the runner after each commit with outbox rows; real-time listens (realtime/sequencer.ts). */

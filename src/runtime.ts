@@ -6,6 +6,7 @@ import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import type { Deps } from './deps.js';
 import { createAuditWriter } from './modules/audit/audit.writer.js';
+import { loadSigningKey } from './modules/audit/integrity/signing-key.js';
 import { OutboxSignal } from './modules/outbox/outbox-signal.js';
 import { loadSecrets } from './secrets.js';
 import { createServices } from './services.js';
@@ -13,8 +14,9 @@ import { createRunner } from './use-cases/runner.js';
 
 export function createDeps(config: Config, db: Database, log: FastifyBaseLogger): Deps {
   const secrets = loadSecrets(config, (msg) => log.warn(msg));
+  const signingKey = loadSigningKey(config, (msg) => log.warn(msg));
   const outbox = new OutboxSignal();
-  return { config, db, secrets, run: createRunner(db, createAuditWriter(secrets.personalDataKey), outbox), outbox, log };
+  return { config, db, secrets, signingKey, run: createRunner(db, createAuditWriter(secrets.personalDataKey), outbox), outbox, log };
 }
 
 export async function createApp(deps: Deps) {

@@ -3,6 +3,8 @@
 // CLI and (later) socket handlers all call these same functions.
 import type { Deps } from './deps.js';
 import { createAuditService } from './modules/audit/audit.service.js';
+import { createEvidenceService } from './modules/audit/integrity/evidence.service.js';
+import { createRedactionService } from './modules/audit/redaction.service.js';
 import { createAuthService } from './modules/auth/auth.service.js';
 import { createMessagesService } from './modules/messages/messages.service.js';
 import { createNotificationsService } from './modules/notifications/notifications.service.js';
@@ -23,6 +25,8 @@ export function createServices(deps: Deps) {
     messages: createMessagesService(deps),
     notifications: createNotificationsService(deps),
     audit: createAuditService(deps),
+    evidence: createEvidenceService(deps.db, deps.signingKey, deps.config.auditLogOrigin, deps.config.auditPreviousVerifierKeys),
+    redaction: createRedactionService(deps),
   };
 }
 

@@ -2,7 +2,6 @@
 // against a fresh database: embedded PGlite under DATA_DIR, or a new, empty PostgreSQL
 // database on the PostgreSQL pass.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createPgliteDatabase } from '../src/db/pglite.js';
 import { APP_ROLE, createPostgresDatabase } from '../src/db/postgres.js';
+import { runTeamlog, type CliResult } from './helpers/cli.js';
 import { auditRows, Client, login } from './helpers/client.js';
 import { onPostgres, PG_BASE_URL, startTestServer, type TestDatabase, type TestServer } from './helpers/server.js';
 
@@ -22,12 +22,6 @@ const VERSIONS = readdirSync(path.join(ROOT, 'migrations'))
   .sort();
 const REQUEST_ID = /\bcli-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/;
 
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 let dataDir: string;
 let databaseName: string | undefined;
 let databaseUrl: string | undefined;
@@ -36,19 +30,7 @@ const cliRequestIds = new Set<string>();
 
 /** Runs the CLI with exactly this environment (plus the test database), nothing inherited but PATH and HOME. */
 function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATA_DIR: dataDir, ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return runTeamlog(args, { DATA_DIR: dataDir, ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}), ...env });
 }
 
 async function createAdmin(email: string, env: Record<string, string> = {}, name?: string): Promise<CliResult & { requestId: string }> {

@@ -25,14 +25,26 @@ export function rewriteUrl(url: string): string {
   return url;
 }
 
-function acceptsJson(accept: string | undefined): boolean {
+const JSON_TYPES = ['*/*', 'application/*', 'application/json', 'application/problem+json'];
+
+/** Whether Accept allows JSON, or one of the other types the route can answer with. */
+function acceptable(accept: string | undefined, produces: readonly string[]): boolean {
   if (!accept) return true;
   return accept.split(',').some((part) => {
     const [type = '', ...params] = part.trim().toLowerCase().split(';');
     const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
     if (q && Number(q.slice(2)) === 0) return false;
-    return ['*/*', 'application/*', 'application/json', 'application/problem+json'].includes(type.trim());
+    const t = type.trim();
+    return JSON_TYPES.includes(t) || produces.includes(t) || (t.endsWith('/*') && produces.some((p) => p.startsWith(t.slice(0, -1))));
   });
+}
+
+/**
+ * Route config of a route that can also answer in another media type than JSON (the audit
+ * export's NDJSON and CSV, a checkpoint's signed note): Accept naming it is not a 406.
+ */
+export interface ProducesConfig {
+  produces?: readonly string[];
 }
 
 /** Weak comparison (RFC 9110 8.8.3.2) of If-None-Match against an ETag. */
@@ -93,8 +105,9 @@ export function registerConventions(app: FastifyInstance): void {
   app.addHook('onRequest', async (request, reply) => {
     reply.header('api-version', '1');
     reply.header('x-request-id', request.id);
-    if (request.url.startsWith('/api/') && !acceptsJson(request.headers.accept)) {
-      throw new AppError(406, 'NOT_ACCEPTABLE', 'This API answers with application/json only');
+    const produces = (request.routeOptions.config as ProducesConfig | undefined)?.produces ?? [];
+    if (request.url.startsWith('/api/') && !acceptable(request.headers.accept, produces)) {
+      throw new AppError(406, 'NOT_ACCEPTABLE', `This ${produces.length > 0 ? 'route' : 'API'} answers with application/json${produces.map((p) => ` or ${p}`).join('')} only`);
     }
     // Bodies are read as they arrive: a compressed one would be parsed as if it were plain
     // (RFC 9110 15.5.16: answer 415, and say which codings are accepted).
@@ -135,6 +148,12 @@ export function registerConventions(app: FastifyInstance): void {
     const path = request.url.split('?')[0] ?? '';
     const allowed = routes.filter((r) => r.re.test(path)).flatMap((r) => [...r.methods]);
     if (allowed.length > 0) {
+      // OPTIONS asks what a path allows (RFC 9110 9.3.7). A CORS preflight that the CORS plugin
+      // did not answer (no CORS_ORIGINS, or an origin not in it) lands here too, and a 204
+      // without Access-Control-* headers is how a browser is told no.
+      if (request.method === 'OPTIONS') {
+        return reply.code(204).header('allow', [...new Set([...allowed, 'OPTIONS'])].sort().join(', ')).send();
+      }
       const allow = [...new Set(allowed)].sort().join(', ');
       reply.header('allow', allow);
       return sendProblem(request, reply, new AppError(405, 'METHOD_NOT_ALLOWED', `${request.method} is not allowed here; use ${allow}`));

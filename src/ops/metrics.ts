@@ -4,6 +4,13 @@ import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Database } from '../db/database.js';
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** This app's registry: background workers started beside the app register theirs in it (auditWebhookMetrics). */
+    metricsRegistry: Registry;
+  }
+}
+
 export function registerMetrics(app: FastifyInstance, db: Database): void {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -33,6 +40,8 @@ export function registerMetrics(app: FastifyInstance, db: Database): void {
     },
   });
 
+  app.decorate('metricsRegistry', registry);
+
   app.addHook('onResponse', async (request, reply) => {
     // The route pattern, never the raw URL: ids would explode the label set.
     const route = request.routeOptions.url ?? 'unmatched';
@@ -43,5 +52,46 @@ export function registerMetrics(app: FastifyInstance, db: Database): void {
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
     reply.header('content-type', registry.contentType).header('cache-control', 'no-store');
     return registry.metrics();
+  });
+}
+
+/**
+ * The audit webhook's (API.md 5.9), registered when AUDIT_WEBHOOK_URL is set. The lag is read
+ * from the database at each scrape, so every instance reports the same, whichever delivers;
+ * the failure counter is this instance's own attempts. Answers the counter to increment.
+ */
+export function auditWebhookMetrics(registry: Registry, readLag: () => Promise<{ records: number; seconds: number }>) {
+  // One read per scrape for both gauges (the registry collects them side by side).
+  let reading: Promise<{ records: number; seconds: number } | undefined> | undefined;
+  const lag = () =>
+    (reading ??= readLag()
+      .catch(() => undefined)
+      .finally(() => {
+        reading = undefined;
+      }));
+  new Gauge({
+    name: 'teamlog_audit_webhook_lag_records',
+    help: 'Sealed audit records not yet delivered to AUDIT_WEBHOOK_URL',
+    registers: [registry],
+    async collect() {
+      const l = await lag();
+      // Database unreachable: the last value stays rather than a false 0.
+      if (l) this.set(l.records);
+    },
+  });
+  new Gauge({
+    name: 'teamlog_audit_webhook_lag_seconds',
+    help: 'Age of the oldest sealed audit record not yet delivered to AUDIT_WEBHOOK_URL, by its seal time (0 when none)',
+    registers: [registry],
+    async collect() {
+      const l = await lag();
+      if (l) this.set(l.seconds);
+    },
+  });
+  return new Counter({
+    name: 'teamlog_audit_webhook_failed_attempts_total',
+    help: 'Audit webhook deliveries that failed on this instance, by reason: status (a non-2xx answer), network, timeout',
+    labelNames: ['reason'] as const,
+    registers: [registry],
   });
 }

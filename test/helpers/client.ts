@@ -39,7 +39,8 @@ export class Client {
     const res = await fetch(this.server.url + path, { method, headers, body: body as BodyInit | undefined });
     const text = await res.text();
     let parsed: unknown = undefined;
-    if (text && /json/.test(res.headers.get('content-type') ?? '')) parsed = JSON.parse(text);
+    // JSON and problem+json, not NDJSON (the audit export), which is many documents.
+    if (text && /\bjson\b/.test(res.headers.get('content-type') ?? '')) parsed = JSON.parse(text);
     return { status: res.status, headers: res.headers, body: parsed as T, text };
   }
 

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { loadConfig, type Config } from '../../src/config.js';
+import { generateEd25519PrivateKeyPem } from '../../src/modules/audit/integrity/signed-note.js';
 import type { Database } from '../../src/db/database.js';
 import { databaseSession, migrate, migratePostgres } from '../../src/db/migrate.js';
 import { createPgliteDatabase } from '../../src/db/pglite.js';
@@ -30,6 +31,8 @@ export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6
 export const needsRedis: string | false = !onPostgres ? 'needs PostgreSQL and Redis (runs in the PostgreSQL pass)' : TEST_REDIS_URL ? false : 'needs Redis, and none answers';
 
 export const ADMIN_EMAIL = 'admin@test.local';
+/** The audit checkpoint signing key of every test server (PKCS#8 PEM). */
+export const TEST_SIGNING_KEY = generateEd25519PrivateKeyPem();
 export const ADMIN_PASSWORD = 'admin-password-1';
 
 export interface TestServer {
@@ -146,6 +149,8 @@ export async function startTestServer(opts: StartOptions = {}): Promise<TestServ
     ADMIN_PASSWORD,
     JWT_SECRET: 'test-secret-'.padEnd(48, 'x'),
     TRUST_PROXY: '127.0.0.1/32,::1/128',
+    // One checkpoint key for every server of this process: instances of one database must share it.
+    AUDIT_SIGNING_KEY: TEST_SIGNING_KEY,
     // The PostgreSQL pass runs as production does with several instances: with Redis. Keys
     // are per database, so that the servers of one database share them and no other does.
     ...(onPostgres && TEST_REDIS_URL ? { REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: `${database.name}:` } : {}),
@@ -155,7 +160,14 @@ export async function startTestServer(opts: StartOptions = {}): Promise<TestServ
   const deps = createDeps(config, database.db, log);
   await ensureFirstAdmin(deps);
   const { app } = await createApp(deps);
-  await app.listen({ port: 0, host: '127.0.0.1' });
+  try {
+    await app.listen({ port: 0, host: '127.0.0.1' });
+  } catch (err) {
+    // A start refused by the app (e.g. its onReady hooks) must not leave connections open.
+    await app.close().catch(() => {});
+    if (!opts.database) await database.drop();
+    throw err;
+  }
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
   let closed = false;

@@ -5,10 +5,12 @@ import { authedContext } from '../../http/request-context.js';
 import { IdParams, Page, errorResponses } from '../../http/schemas.js';
 import { AuditQuery, AuditRecord } from './audit.schemas.js';
 import type { AuditService } from './audit.service.js';
+import { registerEvidenceRoutes } from './evidence.routes.js';
+import type { EvidenceService } from './integrity/evidence.service.js';
 
 const security = [{ bearer: [] }];
 
-export const auditRoutes: FastifyPluginAsyncTypebox<{ audit: AuditService }> = async (app, { audit }) => {
+export const auditRoutes: FastifyPluginAsyncTypebox<{ audit: AuditService; evidence: EvidenceService }> = async (app, { audit, evidence }) => {
   // The audit log is for ADMINs only; checked once for every route of this plugin.
   app.addHook('preHandler', async (request) => {
     if (authedContext(request).actor.role !== 'ADMIN') throw forbidden('The audit log is for ADMINs only');
@@ -16,6 +18,7 @@ export const auditRoutes: FastifyPluginAsyncTypebox<{ audit: AuditService }> = a
 
   app.get('/audit-logs', {
     schema: {
+      operationId: 'listAuditLogs',
       tags: ['audit'],
       summary: 'Search the audit log (ADMIN)',
       description: 'Newest first, keyset-paginated. Filters combine with AND; action is repeatable (OR).',
@@ -30,9 +33,15 @@ export const auditRoutes: FastifyPluginAsyncTypebox<{ audit: AuditService }> = a
     },
   });
 
+  registerEvidenceRoutes(app, audit, evidence);
+
   app.get('/audit-logs/:id', {
     // The ETag is a hash of the body: a record never changes, but its personal data may be erased.
-    schema: { tags: ['audit'], summary: 'One audit record (ADMIN)', security, params: IdParams, response: { 200: AuditRecord, ...errorResponses(400, 401, 403, 404) } },
+    schema: {
+      operationId: 'getAuditLog', tags: ['audit'], summary: 'One audit record (ADMIN)',
+      description: 'ADMIN only. Its ETag is a hash of the body: a record never changes, but its personal data may be erased.',
+      security, params: IdParams, response: { 200: AuditRecord, ...errorResponses(400, 401, 403, 404) },
+    },
     handler: (request) => audit.get(request.params.id),
   });
 };

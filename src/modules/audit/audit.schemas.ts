@@ -1,22 +1,42 @@
 import { Type } from 'typebox';
-import { Id, NullableInteger, NullableString, PageQuery, Timestamp } from '../../http/schemas.js';
+import { Id, NullableId, NullableString, PageQuery, Timestamp, named } from '../../http/schemas.js';
 import { AUDIT_ACTIONS, AUDIT_RESULTS, RESOURCE_TYPES } from './audit.writer.js';
 
 const literalUnion = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
 
-export const AuditRecord = Type.Object({
-  id: Type.Integer(),
-  actor_id: NullableInteger(),
-  action: Type.String(),
-  resource_type: Type.String(),
-  resource_id: NullableInteger(),
-  timestamp: Timestamp,
-  result: Type.String(),
-  metadata: Type.Object({}, { additionalProperties: true, description: 'Context; camelCase keys. Personal data shows as "[redacted]" once erased.' }),
-  ip: NullableString(),
-  user_agent: NullableString(),
-  request_id: Type.String(),
-});
+/** An action or resource type as the database holds it (a CHECK constraint): new ones may come. */
+const UPPER_NAME = { maxLength: 64, pattern: '^[A-Z][A-Z_]*$' };
+
+export const AuditRecord = named(
+  'AuditRecord',
+  Type.Object({
+    id: Id,
+    actor_id: NullableId({ description: 'The user who acted; null for an unknown email at login, or the CLI' }),
+    action: Type.String({ ...UPPER_NAME, description: `One of ${AUDIT_ACTIONS.join(', ')}` }),
+    resource_type: Type.String({ ...UPPER_NAME, description: `One of ${RESOURCE_TYPES.join(', ')}` }),
+    resource_id: NullableId({ description: 'The resource acted on (a login: the user); null for a refused creation or an export' }),
+    timestamp: Timestamp,
+    // Typed as a string, as the rows are; documented as the enum it is.
+    result: Type.Unsafe<string>({ type: 'string', enum: [...AUDIT_RESULTS] }),
+    metadata: Type.Object({}, { additionalProperties: true, description: 'Context; camelCase keys. Personal data shows as "[redacted]" once erased.' }),
+    ip: NullableString(64, { description: "The actor's network address; null for the CLI" }),
+    user_agent: NullableString(16384),
+    request_id: Type.String({ maxLength: 128, pattern: '^[A-Za-z0-9._:@-]+$', description: 'Ties the record to the request and its log lines' }),
+  }),
+  {
+    id: 1042,
+    actor_id: 1,
+    action: 'CHANGE_USER_ROLE',
+    resource_type: 'USER',
+    resource_id: 7,
+    timestamp: '2026-11-22T08:15:30.512Z',
+    result: 'SUCCESS',
+    metadata: { oldRole: 'USER', newRole: 'ADMIN' },
+    ip: '203.0.113.24',
+    user_agent: 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36',
+    request_id: '0b7d5c1e-5a3f-4f0e-9c8b-2f1d6e4a7b90',
+  },
+);
 
 export const AuditQuery = Type.Object(
   {
@@ -25,8 +45,8 @@ export const AuditQuery = Type.Object(
     resource_type: Type.Optional(literalUnion(RESOURCE_TYPES)),
     resource_id: Type.Optional(Id),
     result: Type.Optional(literalUnion(AUDIT_RESULTS)),
-    from: Type.Optional(Type.String({ format: 'date-time', description: 'Inclusive lower bound on timestamp' })),
-    to: Type.Optional(Type.String({ format: 'date-time', description: 'Exclusive upper bound on timestamp' })),
+    from: Type.Optional(Type.String({ format: 'date-time', maxLength: 64, description: 'Inclusive lower bound on timestamp' })),
+    to: Type.Optional(Type.String({ format: 'date-time', maxLength: 64, description: 'Exclusive upper bound on timestamp' })),
     ...PageQuery,
   },
   { additionalProperties: false },

@@ -1,9 +1,11 @@
 // Reading the audit log (ADMINs) and one's own security events. Records carry personal data
 // only as references (audit.writer.ts); reading puts the values back, or "[redacted]" once
 // they were erased.
-import type { Actor } from '../../context.js';
+import type { Actor, ActorContext, RequestContext } from '../../context.js';
+import type { Queryable } from '../../db/database.js';
 import type { Deps } from '../../deps.js';
 import { notFound } from '../../domain/errors.js';
+import { useCase } from '../../use-cases/runner.js';
 import { pageOf, type Page, type PageRequest } from '../../domain/page.js';
 import { PERSONAL_MARKER } from './audit.writer.js';
 import { findAuditRecord, findAuditRecords, findPersonalData, queryAuditLog, querySecurityLog, type AuditFilters, type AuditRow } from './audit.repository.js';
@@ -13,23 +15,25 @@ export const REDACTED = '[redacted]';
 const isRef = (v: unknown): v is Record<string, string> =>
   typeof v === 'object' && v !== null && typeof (v as Record<string, unknown>)[PERSONAL_MARKER] === 'string';
 
+/** Puts personal data back into records: the stored value while it exists, else "[redacted]". */
+export async function resolvePersonalData<R extends AuditRow>(q: Queryable, rows: R[]): Promise<R[]> {
+  const refs = new Set<string>();
+  for (const row of rows) for (const v of Object.values(row.metadata)) if (isRef(v)) refs.add(v[PERSONAL_MARKER]!);
+  if (refs.size === 0) return rows;
+  const values = new Map((await findPersonalData(q, [...refs])).map((r) => [r.ref, r.value]));
+  return rows.map((row) => {
+    if (!Object.values(row.metadata).some(isRef)) return row;
+    const metadata = Object.fromEntries(Object.entries(row.metadata).map(([k, v]) => [k, isRef(v) ? (values.get(v[PERSONAL_MARKER]!) ?? REDACTED) : v]));
+    return { ...row, metadata };
+  });
+}
+
+const EXPORT = useCase('audit.export', ['EXPORT_AUDIT_LOG']);
+
 export function createAuditService(deps: Deps) {
-  const { db } = deps;
+  const { db, run } = deps;
 
-  /** Puts personal data back into records: the stored value while it exists, else "[redacted]". */
-  async function resolvePersonalData(rows: AuditRow[]): Promise<AuditRow[]> {
-    const refs = new Set<string>();
-    for (const row of rows) for (const v of Object.values(row.metadata)) if (isRef(v)) refs.add(v[PERSONAL_MARKER]!);
-    if (refs.size === 0) return rows;
-    const values = new Map((await findPersonalData(db, [...refs])).map((r) => [r.ref, r.value]));
-    return rows.map((row) => {
-      if (!Object.values(row.metadata).some(isRef)) return row;
-      const metadata = Object.fromEntries(Object.entries(row.metadata).map(([k, v]) => [k, isRef(v) ? (values.get(v[PERSONAL_MARKER]!) ?? REDACTED) : v]));
-      return { ...row, metadata };
-    });
-  }
-
-  const resolvedPage = async (page: Page<AuditRow>): Promise<Page<AuditRow>> => ({ items: await resolvePersonalData(page.items), next: page.next });
+  const resolvedPage = async (page: Page<AuditRow>): Promise<Page<AuditRow>> => ({ items: await resolvePersonalData(db, page.items), next: page.next });
 
   return {
     async search(filters: AuditFilters, page: PageRequest): Promise<Page<AuditRow>> {
@@ -38,13 +42,22 @@ export function createAuditService(deps: Deps) {
 
     /** Records by id, as the API shows them (for the /admin namespace's audit-record events). */
     async byIds(ids: number[]): Promise<AuditRow[]> {
-      return resolvePersonalData(await findAuditRecords(db, ids));
+      return resolvePersonalData(db, await findAuditRecords(db, ids));
+    },
+
+    /** An export is itself audited (API.md 4): one EXPORT_AUDIT_LOG record, written before the first line. */
+    async recordExport(ctx: ActorContext | RequestContext, format: string, filters: AuditFilters): Promise<void> {
+      await run(ctx, EXPORT, async (uow) => {
+        // Metadata keys are camelCase (API.md 5); the filters keep their query names' meaning.
+        const camel = Object.fromEntries(Object.entries(filters).filter(([, v]) => v !== undefined).map(([k, v]) => [k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase()), v]));
+        uow.audit({ action: 'EXPORT_AUDIT_LOG', resourceType: 'AUDIT_LOG', resourceId: null, metadata: { format, filters: camel } });
+      });
     },
 
     async get(id: number): Promise<AuditRow> {
       const record = await findAuditRecord(db, id);
       if (!record) throw notFound('Audit record');
-      return (await resolvePersonalData([record]))[0]!;
+      return (await resolvePersonalData(db, [record]))[0]!;
     },
 
     /**

@@ -2,11 +2,11 @@
 // records through its unit of work, which holds the transaction, so a record commits or
 // rolls back with the change it describes, and is written after it. The record is sent, not
 // awaited (Tx.send): it travels with COMMIT, and if it fails the whole transaction fails.
-import { createHmac } from 'node:crypto';
 import type { Tx } from '../../db/database.js';
 import { send, statements } from '../../db/statements.js';
 import type { RequestContext } from '../../context.js';
 import { eventColumns, eventsInsert, type OutboxEvent } from '../outbox/outbox.js';
+import { newPersonalDataRef } from './personal-data.js';
 
 export const AUDIT_ACTIONS = [
   'CREATE_USER', 'DELETE_USER', 'DEACTIVATE_USER', 'ACTIVATE_USER', 'CHANGE_USER_ROLE',
@@ -14,6 +14,7 @@ export const AUDIT_ACTIONS = [
   'CREATE_PROJECT', 'DELETE_PROJECT', 'ADD_PROJECT_MEMBER', 'REMOVE_PROJECT_MEMBER',
   'CREATE_TASK', 'DELETE_TASK', 'ASSIGN_TASK', 'CHANGE_TASK_STATUS',
   'UPDATE_USER_EMAIL', 'CHANGE_PROJECT_MEMBER_ROLE', 'SESSION_REVOKED', 'EXPORT_AUDIT_LOG',
+  'REDACT_PERSONAL_DATA',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
@@ -25,7 +26,8 @@ export type AuditResult = (typeof AUDIT_RESULTS)[number];
 
 /**
  * Metadata keys whose values are personal data (API.md 5.10). Their values are stored in
- * audit_personal_data; the record itself holds only {"$personal": "<keyed hash>"}.
+ * audit_personal_data; the record itself holds only {"$personal": "<keyed hash>"}, a ref of
+ * its own for each value written (personal-data.ts), so that an erased value never comes back.
  */
 export const PERSONAL_KEYS = ['email', 'oldEmail', 'newEmail'] as const;
 export const PERSONAL_MARKER = '$personal';
@@ -67,29 +69,27 @@ const S = statements('audit-writer', {
   SELECT 1`,
     prepare: true,
   },
-  insertPersonalData: `INSERT INTO audit_personal_data (ref, subject_user_id, value)
-  SELECT ref, $2::bigint, value FROM unnest($1::text[], $3::text[]) AS p(ref, value)
-  ON CONFLICT (ref) DO NOTHING`,
+  // Salted refs are never shared, so no conflict is expected: one would fail the transaction
+  // rather than leave a record pointing at another record's row.
+  insertPersonalData: `INSERT INTO audit_personal_data (ref, subject_user_id, value, salt)
+  SELECT ref, $2::bigint, value, decode(salt, 'hex') FROM unnest($1::text[], $3::text[], $4::text[]) AS p(ref, value, salt)`,
 });
 
 export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
-  const refOf = (subject: number | null, value: string) =>
-    createHmac('sha256', personalDataKey).update(`${subject ?? ''}\u0000${value}`).digest('hex');
-
   function record(tx: Tx, ctx: RequestContext, entry: AuditEntry, events: OutboxEvent[] = []): void {
     const subject = entry.subjectUserId !== undefined ? entry.subjectUserId : entry.resourceType === 'USER' ? entry.resourceId : null;
     const metadata: Record<string, unknown> = { ...entry.metadata };
-    const personal: Array<[string, string]> = [];
+    const personal: Array<{ ref: string; value: string; salt: string }> = [];
     for (const key of PERSONAL_KEYS) {
       const value = metadata[key];
       if (typeof value === 'string') {
-        const ref = refOf(subject, value);
-        personal.push([ref, value]);
+        const { ref, salt } = newPersonalDataRef(personalDataKey, subject, value);
+        personal.push({ ref, value, salt: salt.toString('hex') });
         metadata[key] = { [PERSONAL_MARKER]: ref };
       }
     }
     if (personal.length > 0) {
-      send(tx, S.insertPersonalData, [personal.map((p) => p[0]), subject, personal.map((p) => p[1])]);
+      send(tx, S.insertPersonalData, [personal.map((p) => p.ref), subject, personal.map((p) => p.value), personal.map((p) => p.salt)]);
     }
     const values = [
       entry.actorId !== undefined ? entry.actorId : (ctx.actor?.id ?? null),

@@ -1,0 +1,79 @@
+// `teamlog audit export`: the same export as GET /audit-logs/export, to a file or stdout,
+// streamed in constant memory; audited as EXPORT_AUDIT_LOG with no actor.
+import { createWriteStream, rmSync, type WriteStream } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { pipeline } from 'node:stream/promises';
+import { loadConfig } from '../config.js';
+import { lockDataDir } from '../ops/data-dir-lock.js';
+import { CliError, UsageError, cliLogger, options, type Command } from './support.js';
+
+async function openOutput(file: string) {
+  const stream = createWriteStream(file, { flags: 'wx', mode: 0o600 });
+  await new Promise<void>((resolve, reject) => {
+    stream.once('open', () => resolve());
+    stream.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EEXIST' ? new CliError(`${file} already exists; nothing was written`) : err));
+  });
+  return stream;
+}
+
+export const auditExport: Command = {
+  usage: 'teamlog audit export [--format ndjson|csv] [--output <file>] [--actor-id N] [--action A]… [--resource-type T] [--resource-id N] [--result R] [--from ISO] [--to ISO]',
+  summary: 'Export the audit log, filtered, with proofs (NDJSON) or as CSV',
+  details: [
+    'Writes to --output (or stdout). NDJSON carries each record\'s seq, leaf hash and inclusion proof, then the',
+    'signed checkpoint: check it anywhere with "teamlog audit verify --file <export> --public-key <key.pem>".',
+    'Filters as GET /audit-logs: --action may be repeated; --from is inclusive, --to exclusive (ISO 8601).',
+  ].join('\n'),
+  async run(args) {
+    const opts = options(args, {
+      format: { type: 'string' }, output: { type: 'string' }, 'actor-id': { type: 'string' }, action: { type: 'string', multiple: true },
+      'resource-type': { type: 'string' }, 'resource-id': { type: 'string' }, result: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' },
+    });
+    const format = opts.format ?? 'ndjson';
+    if (format !== 'ndjson' && format !== 'csv') throw new UsageError('--format must be ndjson or csv');
+    const [{ Value }, { ExportQuery }] = await Promise.all([import('typebox/value'), import('../modules/audit/evidence.schemas.js')]);
+    const id = (name: string, v: string | undefined) => {
+      if (v === undefined) return undefined;
+      if (!/^[1-9][0-9]{0,15}$/.test(v)) throw new UsageError(`--${name} must be a positive integer`);
+      return Number(v);
+    };
+    const filters = Object.fromEntries(Object.entries({
+      actor_id: id('actor-id', opts['actor-id']), action: opts.action, resource_type: opts['resource-type'],
+      resource_id: id('resource-id', opts['resource-id']), result: opts.result, from: opts.from, to: opts.to,
+    }).filter(([, v]) => v !== undefined));
+    if (!Value.Check(ExportQuery, filters)) {
+      const first = [...Value.Errors(ExportQuery, filters)][0];
+      throw new UsageError(`invalid filter${first ? ` ${first.instancePath.replace(/^\//, '--').replace('_', '-')}: ${first.message}` : ''}`);
+    }
+
+    const config = loadConfig();
+    const log = await cliLogger();
+    const [{ openDatabase }, { createDeps }, { createServices }, { systemContext }] = await Promise.all([
+      import('../db/open.js'), import('../runtime.js'), import('../services.js'), import('../context.js'),
+    ]);
+    // The file first: a refusal to overwrite comes before the database is opened or the export audited.
+    const target = opts.output !== undefined ? await openOutput(opts.output) : process.stdout;
+    try {
+      const unlock = config.databaseUrl ? () => {} : lockDataDir(config.dataDir);
+      try {
+        const db = await openDatabase(config, (err) => log.warn(`database connection error: ${(err as Error).message}`));
+        try {
+          const { audit, evidence } = createServices(createDeps(config, db, log));
+          await audit.recordExport(systemContext(`cli-${randomUUID()}`), format, filters);
+          await pipeline(evidence.exportStream(filters, format), target);
+        } finally {
+          await db.close();
+        }
+      } finally {
+        unlock();
+      }
+    } catch (err) {
+      // A failed export leaves no partial file behind to be mistaken for a whole one.
+      if (opts.output !== undefined) {
+        (target as WriteStream).destroy();
+        rmSync(opts.output, { force: true });
+      }
+      throw err;
+    }
+  },
+};

@@ -1,0 +1,9 @@
+// `teamlog audit …`: the audit log's evidence, from the command line (API.md section 7).
+import type { CommandGroup } from './support.js';
+import { auditExport } from './audit-export.js';
+import { auditRedact } from './audit-redact.js';
+import { auditVerify } from './audit-verify.js';
+
+export const auditCommand: CommandGroup = {
+  subcommands: { verify: auditVerify, export: auditExport, redact: auditRedact },
+};

@@ -1,0 +1,116 @@
+import { Type } from 'typebox';
+import { Count, Id, StringEnum, Timestamp, named } from '../../http/schemas.js';
+import { AuditQuery } from './audit.schemas.js';
+
+const Base64Hash = Type.String({ maxLength: 44, pattern: '^[A-Za-z0-9+/]{43}=$', description: 'SHA-256, standard base64 (32 bytes)' });
+const TreeSize = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, format: 'int64', description: 'A number of sealed records' });
+/** A position in the sealed sequence (0-based). */
+const Seq = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, format: 'int64' });
+/** AUDIT_LOG_ORIGIN's shape (config.ts): no spaces, no "+". */
+const Origin = Type.String({ maxLength: 200, pattern: '^[^\\s+]+$', description: 'The log\'s origin: AUDIT_LOG_ORIGIN, or generated once' });
+/** AUDIT_SIGNING_KEY_ID's shape (config.ts). */
+const KeyId = Type.String({ maxLength: 64, pattern: '^[A-Za-z0-9._:-]+$' });
+const HASH_EXAMPLE = 'n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=';
+
+export const VerifyReport = named(
+  'AuditVerifyReport',
+  Type.Object({
+    ok: Type.Boolean(),
+    records_checked: Count(),
+    checkpoints_checked: Count(),
+    head: Type.Unsafe<{ seq: number; tree_size: number; root_hash: string } | null>({
+      type: ['object', 'null'],
+      properties: { seq: Seq, tree_size: TreeSize, root_hash: Base64Hash },
+      required: ['seq', 'tree_size', 'root_hash'],
+      description: 'The tree rebuilt from the records: its last seq, size and root (null when nothing is sealed yet)',
+    }),
+    first_bad_id: Type.Optional({ ...Id, description: 'The first record found changed, inserted, or (for a removed one) the first surviving record after the gap' }),
+    problem: Type.Optional(Type.String({ maxLength: 2000, description: 'What was found, in words' })),
+  }),
+  { ok: true, records_checked: 1042, checkpoints_checked: 37, head: { seq: 1041, tree_size: 1042, root_hash: HASH_EXAMPLE } },
+);
+
+export const CheckpointJson = named(
+  'AuditCheckpoint',
+  Type.Object({
+    origin: Origin,
+    tree_size: TreeSize,
+    root_hash: Base64Hash,
+    prev_checkpoint_hash: Type.Unsafe<string | null>({
+      type: ['string', 'null'],
+      maxLength: 44,
+      pattern: '^[A-Za-z0-9+/]{43}=$',
+      description: 'Standard base64 SHA-256 of the previous checkpoint\'s whole note; null for the first',
+    }),
+    key_id: KeyId,
+    signature: Type.String({ maxLength: 88, pattern: '^[A-Za-z0-9+/]{86}==$', description: 'The Ed25519 signature in the note, standard base64' }),
+    created_at: Timestamp,
+    note: Type.String({ maxLength: 2048, description: 'The C2SP tlog-checkpoint signed note' }),
+  }),
+  {
+    origin: 'teamlog.example.com/audit',
+    tree_size: 1042,
+    root_hash: HASH_EXAMPLE,
+    prev_checkpoint_hash: 'Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=',
+    key_id: 'audit-2026',
+    signature: 'HNIkWUjFa7ErBjXYTtUukrTfKHYaFjSCIv/7v1Ywd+VPAFH58tUvtse/psjLETLTT36GKB0j+GtHZ4cIyKO0sA==',
+    created_at: '2026-11-22T08:15:35.000Z',
+    note:
+      'teamlog.example.com/audit\n1042\nn4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=\ntime 2026-11-22T08:15:35.000Z\n' +
+      'prev Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=\n\n— teamlog.example.com/audit obLD1BzSJFlIxWuxKwY12E7VLpK03yh2GhY0giL/+79WMHflTwBR+fLVL7bHv6bIyxEy0083higdI/hrR2eHCMijtLA=\n',
+  },
+);
+
+export const PublicKey = named(
+  'AuditPublicKey',
+  Type.Object({
+    key_id: KeyId,
+    algorithm: Type.Literal('Ed25519'),
+    public_key: Type.String({ maxLength: 200, pattern: '^-----BEGIN PUBLIC KEY-----', description: 'SPKI PEM' }),
+    note_verifier_key: Type.String({
+      maxLength: 300,
+      pattern: '^[^\\s+]+\\+[0-9a-f]{8}\\+[A-Za-z0-9+/]+=*$',
+      description: 'C2SP signed-note verifier key: <name>+<key hash>+<base64 key>',
+    }),
+    created_at: Timestamp,
+  }),
+  {
+    key_id: 'audit-2026',
+    algorithm: 'Ed25519',
+    public_key: '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n',
+    note_verifier_key: 'teamlog.example.com/audit+a1b2c3d4+ARm/RAlphM3+hUG6wWfcO5bIUIaqMLa2ywxcOK1wMWbh',
+    created_at: '2026-11-01T12:00:00.000Z',
+  },
+);
+
+export const ProofQuery = Type.Object({ tree_size: Type.Optional(TreeSize) }, { additionalProperties: false });
+
+export const InclusionProof = named(
+  'AuditInclusionProof',
+  Type.Object({
+    id: Id,
+    seq: Seq,
+    tree_size: TreeSize,
+    leaf_hash: Base64Hash,
+    audit_path: Type.Array(Base64Hash, { maxItems: 64, description: 'RFC 6962 PATH(seq, D[tree_size]), leaf side first' }),
+  }),
+  { id: 1042, seq: 1041, tree_size: 1042, leaf_hash: HASH_EXAMPLE, audit_path: ['Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=', 'tq1GQ5dpFjrQ8y2kmV0bHk8pC2sJw9vXoR4c3nZ7aEk='] },
+);
+
+export const ConsistencyQuery = Type.Object({ from: TreeSize, to: TreeSize }, { additionalProperties: false });
+
+export const ConsistencyProof = named(
+  'AuditConsistencyProof',
+  Type.Object({
+    from: TreeSize,
+    to: TreeSize,
+    proof: Type.Array(Base64Hash, { maxItems: 128, description: 'RFC 6962 PROOF(from, D[to])' }),
+  }),
+  { from: 1000, to: 1042, proof: ['Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=', HASH_EXAMPLE] },
+);
+
+const { limit: _limit, cursor: _cursor, ...filters } = AuditQuery.properties;
+export const ExportQuery = Type.Object(
+  { ...filters, format: Type.Optional(StringEnum(['ndjson', 'csv'], { description: 'ndjson (default): records with their proofs, then the checkpoint; csv: one row per record' })) },
+  { additionalProperties: false },
+);

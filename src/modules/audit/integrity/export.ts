@@ -1,0 +1,177 @@
+// Streams the audit log out, filtered, in constant memory: an async generator of text chunks,
+// one per database read, that the HTTP route and the CLI pipe with backpressure (the next read
+// happens only when the consumer wants more).
+//
+// NDJSON (API.md 4, audit-log export): for each record covered by the newest checkpoint, in
+// seq order, `{type: "record", record, sealed, seq, leaf_hash, audit_path}`; then the records
+// the checkpoint does not cover yet, in commit order, with `seq: null` and no proof; and last
+// `{type: "checkpoint", …the checkpoint, export: {filters, records, …}}`. An outside auditor
+// checks it with the public key alone (verify-export.ts). CSV: the same records, one row each,
+// for people and spreadsheets, with cells that a spreadsheet would run as a formula defused.
+import type { Queryable } from '../../../db/database.js';
+import { where, type Condition } from '../../../db/conditions.js';
+import { query, statements } from '../../../db/statements.js';
+import type { AuditFilters, AuditRow } from '../audit.repository.js';
+import { resolvePersonalData } from '../audit.service.js';
+import { fetchNodes, latestCheckpoint } from './evidence.repository.js';
+import { presentCheckpoint } from './evidence.presenter.js';
+import { inclusionProof, inclusionProofNodes, nodeHash, type Hash, type NodeKey } from './merkle.js';
+import { sealedForm } from './sealed-form.js';
+
+export type ExportFormat = 'ndjson' | 'csv';
+
+const RECORD_COLUMNS = 'a.id, a.actor_id, a.action, a.resource_type, a.resource_id, a."timestamp", a.result, a.metadata, a.ip, a.user_agent, a.request_id';
+
+const S = statements('export', {
+  sealAt: 'SELECT record_xact_id::text AS xact_id, record_id FROM audit_seal WHERE seq = $1',
+  leaves: 'SELECT leaf_hash FROM audit_seal WHERE seq >= $1 AND seq < $2 ORDER BY seq',
+});
+
+type SealedExportRow = AuditRow & { seq: number; leaf_hash: Uint8Array };
+type PendingExportRow = AuditRow & { xact_id: string };
+
+function filterConditions(f: AuditFilters): Condition[] {
+  return [
+    [(p) => `a.actor_id = ${p}`, f.actor_id],
+    [(p) => `a.action = ANY(${p}::text[])`, f.action && f.action.length > 0 ? f.action : undefined],
+    [(p) => `a.resource_type = ${p}`, f.resource_type],
+    [(p) => `a.resource_id = ${p}`, f.resource_id],
+    [(p) => `a.result = ${p}`, f.result],
+    [(p) => `a."timestamp" >= ${p}::timestamptz`, f.from, 'plan per value'],
+    [(p) => `a."timestamp" < ${p}::timestamptz`, f.to, 'plan per value'],
+  ];
+}
+
+/** Sealed records with seq in [from, to) that match the filters, in seq order. */
+function sealedChunk(q: Queryable, f: AuditFilters, from: number, to: number, limit: number) {
+  const w = where('export_sealed', [[(p) => `s.seq >= ${p}`, from], [(p) => `s.seq < ${p}`, to], ...filterConditions(f)]);
+  w.params.push(limit);
+  return q.query<SealedExportRow>(
+    `SELECT s.seq, s.leaf_hash, ${RECORD_COLUMNS} FROM audit_seal s JOIN audit_log a ON a.id = s.record_id ${w.clause} ORDER BY s.seq LIMIT $${w.params.length}`,
+    w.params,
+    { prepareAs: w.prepareAs },
+  );
+}
+
+/** Records after a point in commit order (the last one the checkpoint covers) that match the filters. */
+function pendingChunk(q: Queryable, f: AuditFilters, after: { xact_id: string; record_id: number }, limit: number) {
+  // The position travels as one parameter, "<xact_id>:<id>" (a condition has one placeholder).
+  const position = (p: string) => `(a.xact_id, a.id) > (split_part(${p}, ':', 1)::xid8, split_part(${p}, ':', 2)::bigint)`;
+  const w = where('export_pending', [[position, `${after.xact_id}:${after.record_id}`], ...filterConditions(f)]);
+  w.params.push(limit);
+  return q.query<PendingExportRow>(
+    `SELECT ${RECORD_COLUMNS}, a.xact_id::text AS xact_id FROM audit_log a ${w.clause} ORDER BY a.xact_id, a.id LIMIT $${w.params.length}`,
+    w.params,
+    { prepareAs: w.prepareAs },
+  );
+}
+
+export interface ExportOptions {
+  filters: AuditFilters;
+  format: ExportFormat;
+  /** Records per read of those not covered by the checkpoint. */
+  chunk: number;
+  /** Seqs per block of the covered ones: a power of two. */
+  block: number;
+}
+
+/**
+ * A node source for the proofs of records in the aligned block of seqs [from, to) of a tree of
+ * `size` leaves: complete subtrees inside the block hashed from its leaves (the rows already
+ * carry them when the export is unfiltered), those outside it read from the stored tree.
+ */
+async function blockNodes(db: Queryable, rows: SealedExportRow[], from: number, to: number, size: number) {
+  const leaves = rows.length === to - from ? rows.map((r) => Buffer.from(r.leaf_hash)) : (await query<{ leaf_hash: Uint8Array }>(db, S.leaves, [from, to])).map((r) => Buffer.from(r.leaf_hash));
+  const levels: Hash[][] = [leaves];
+  for (let level = levels[0]!; level.length > 1; ) {
+    const up: Hash[] = [];
+    for (let i = 0; i + 1 < level.length; i += 2) up.push(nodeHash(level[i]!, level[i + 1]!));
+    levels.push(up);
+    level = up;
+  }
+  const inside = (k: NodeKey) => k.index * 2 ** k.level >= from && (k.index + 1) * 2 ** k.level <= to;
+  const outsideKeys = [...inclusionProofNodes(from, size), ...inclusionProofNodes(to - 1, size)].filter((k) => !inside(k));
+  const outside = await fetchNodes(db, outsideKeys);
+  return (k: NodeKey): Hash => {
+    if (inside(k)) {
+      const hash = levels[k.level]?.[k.index - from / 2 ** k.level];
+      if (hash) return hash;
+    }
+    const hash = outside.get(`${k.level}:${k.index}`);
+    if (!hash) throw new Error(`audit tree node ${k.level}:${k.index} is missing`);
+    return hash;
+  };
+}
+
+const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
+
+export async function* exportAuditLog(db: Queryable, opts: ExportOptions): AsyncGenerator<string> {
+  const { filters, format, chunk, block } = opts;
+  const checkpoint = await latestCheckpoint(db);
+  const size = checkpoint?.tree_size ?? 0;
+  let sealedCount = 0;
+  let pendingCount = 0;
+  if (format === 'csv') yield `${CSV_COLUMNS.join(',')}\r\n`;
+
+  // Proofs block by block: the records of an aligned block of seqs share every proof node
+  // above the block (fetched once per block), and the nodes inside it are hashed here from the
+  // block's leaves, so a proof costs no database lookup of its own.
+  for (let from = 0; from < size; from += block) {
+    const to = Math.min(from + block, size);
+    const rows = await sealedChunk(db, filters, from, to, block);
+    if (rows.length === 0) continue;
+    sealedCount += rows.length;
+    const records = await resolvePersonalData(db, rows);
+    if (format === 'csv') {
+      yield records.map((r, i) => csvRow(r, rows[i]!.seq, rows[i]!.leaf_hash)).join('');
+      continue;
+    }
+    const get = await blockNodes(db, rows, from, to, size);
+    let text = '';
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i]!;
+      const proof = inclusionProof(row.seq, size, get);
+      text += `${JSON.stringify({ type: 'record', record: sealedForm(records[i]!), sealed: sealedForm(row), seq: row.seq, leaf_hash: b64(row.leaf_hash), audit_path: proof.map(b64) })}\n`;
+    }
+    yield text;
+  }
+
+  // Records the checkpoint does not cover yet: after the last one it covers, in commit order.
+  let after = size > 0 ? (await query<{ xact_id: string; record_id: number }>(db, S.sealAt, [size - 1]))[0] : { xact_id: '0', record_id: 0 };
+  while (after) {
+    const rows = await pendingChunk(db, filters, after, chunk);
+    if (rows.length === 0) break;
+    const last = rows[rows.length - 1]!;
+    after = { xact_id: last.xact_id, record_id: last.id };
+    pendingCount += rows.length;
+    const records = await resolvePersonalData(db, rows);
+    yield format === 'csv'
+      ? records.map((r) => csvRow(r, null, null)).join('')
+      : records.map((r, i) => `${JSON.stringify({ type: 'record', record: sealedForm(r), sealed: sealedForm(rows[i]!), seq: null, leaf_hash: null, audit_path: null })}\n`).join('');
+    if (rows.length < chunk) break;
+  }
+
+  if (format === 'ndjson') {
+    const summary = { filters, records: sealedCount + pendingCount, records_with_proof: sealedCount, records_without_proof: pendingCount };
+    yield `${JSON.stringify({ type: 'checkpoint', ...(checkpoint ? presentCheckpoint(checkpoint) : { tree_size: 0, note: null }), export: summary })}\n`;
+  }
+}
+
+export const CSV_COLUMNS = ['id', 'timestamp', 'actor_id', 'action', 'resource_type', 'resource_id', 'result', 'ip', 'user_agent', 'request_id', 'metadata', 'seq', 'leaf_hash'];
+
+/**
+ * A cell as RFC 4180 wants it, and safe to open in a spreadsheet: a value starting with `=`,
+ * `+`, `-`, `@`, a tab or a carriage return would run as a formula (OWASP "CSV injection"), so
+ * it gets a leading apostrophe, which spreadsheets show as text.
+ */
+export function csvCell(value: unknown): string {
+  if (value === null || value === undefined) return '';
+  let text = typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : String(value);
+  if (/^[=+\-@\t\r]/.test(text)) text = `'${text}`;
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+function csvRow(r: AuditRow, seq: number | null, leaf: Uint8Array | null): string {
+  const cells = [r.id, r.timestamp, r.actor_id, r.action, r.resource_type, r.resource_id, r.result, r.ip, r.user_agent, r.request_id, r.metadata, seq, leaf ? b64(leaf) : null];
+  return `${cells.map(csvCell).join(',')}\r\n`;
+}

@@ -1,0 +1,54 @@
+// Who signs the log's checkpoints, under which name: the origin (AUDIT_LOG_ORIGIN, or
+// generated once and kept in the database, so every instance and the CLI agree on it) and
+// the signing key (signing-key.ts), whose public half is registered in audit_signing_keys.
+import { randomBytes } from 'node:crypto';
+import { ConfigError } from '../../../config.js';
+import type { Queryable } from '../../../db/database.js';
+import { keyById, registerKey, setOrigin, storedOrigin } from './evidence.repository.js';
+import { formatVerifierKey, noteSigner, noteVerifier, parseVerifierKey, type NoteSigner, type NoteVerifier } from './signed-note.js';
+import type { SigningKey } from './signing-key.js';
+
+export interface LogIdentity {
+  origin: string;
+  keyId: string;
+  signer: NoteSigner;
+  /** `<origin>+<key hash>+<base64 key>`: what note verifiers and witnesses are given. */
+  verifierKey: string;
+  /**
+   * The keys trusted from outside the database: this one and those that signed before a
+   * rotation (AUDIT_PREVIOUS_VERIFIER_KEYS). The sealer chains a new checkpoint only onto one
+   * that verifies under these, so a checkpoint an attacker signed with a key of their own is
+   * never laundered by being signed over.
+   */
+  trusted: NoteVerifier[];
+}
+
+export async function resolveOrigin(q: Queryable, configured: string | undefined): Promise<string> {
+  const stored = await storedOrigin(q);
+  if (stored) return configured ?? stored;
+  await setOrigin(q, configured ?? `teamlog.local/audit/${randomBytes(8).toString('hex')}`);
+  // Another instance may have set it at the same moment: its value won, take it.
+  return configured ?? (await storedOrigin(q))!;
+}
+
+/** Resolves the origin and registers the key (once); refuses a key id already naming another key. */
+export async function establishIdentity(q: Queryable, key: SigningKey, configuredOrigin: string | undefined, previousVerifierKeys: string[] = []): Promise<LogIdentity> {
+  const origin = await resolveOrigin(q, configuredOrigin);
+  const verifierKey = formatVerifierKey(origin, key.publicKeyRaw);
+  await registerKey(q, key.keyId, key.publicKeyPem, verifierKey);
+  const registered = await keyById(q, key.keyId);
+  if (registered?.note_verifier_key !== verifierKey) {
+    throw new ConfigError(
+      registered
+        ? `AUDIT_SIGNING_KEY_ID "${key.keyId}" already names another key in audit_signing_keys; give the new key a new id`
+        : `this signing key is already registered under another key id; set AUDIT_SIGNING_KEY_ID to that id`,
+    );
+  }
+  let previous: NoteVerifier[];
+  try {
+    previous = previousVerifierKeys.map(parseVerifierKey);
+  } catch (err) {
+    throw new ConfigError(`AUDIT_PREVIOUS_VERIFIER_KEYS: ${(err as Error).message}`);
+  }
+  return { origin, keyId: key.keyId, signer: noteSigner(origin, key.privateKey), verifierKey, trusted: [noteVerifier(origin, key.privateKey), ...previous] };
+}

@@ -1,0 +1,75 @@
+// The audit webhook's cursor and lease (migrations/0006_audit_webhook.sql). Every lease check
+// uses the database's clock (clock_timestamp()), never an instance's own, so instances with
+// skewed clocks agree on when a lease has run out.
+import type { Queryable, Tx } from '../../../db/database.js';
+import { query, statements } from '../../../db/statements.js';
+import type { CheckpointRow } from './evidence.repository.js';
+
+const CHECKPOINT_COLUMNS = 'id, tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at';
+
+export interface WebhookCursor {
+  next_seq: number;
+  last_checkpoint_id: number;
+}
+
+export interface WebhookState extends WebhookCursor {
+  /** Another instance holds an unexpired lease. */
+  leased_elsewhere: boolean;
+  /** Sealed records or checkpoints beyond the cursor. */
+  pending: boolean;
+}
+
+export interface WebhookLag {
+  records: number;
+  seconds: number;
+}
+
+/** Taking the lease: one instance at a time, the others skip instead of queueing (API.md 5.6). */
+const WEBHOOK_LOCK = 7_245_030;
+const LEASE = `clock_timestamp() + $2::float8 * interval '1 millisecond'`;
+
+const S = statements('webhook', {
+  // The row is created by the migration; this brings it back if someone deleted it (the
+  // stream then starts over from seq 0: duplicates, which receivers recognise by seq).
+  ensure: 'INSERT INTO audit_webhook_cursor DEFAULT VALUES ON CONFLICT (singleton) DO NOTHING',
+  // Without a lock or a write: what an idle poll costs.
+  state: `SELECT c.next_seq, c.last_checkpoint_id,
+     (c.holder IS NOT NULL AND c.holder <> $1 AND c.lease_until > clock_timestamp()) AS leased_elsewhere,
+     (EXISTS (SELECT 1 FROM audit_seal s WHERE s.seq >= c.next_seq)
+       OR EXISTS (SELECT 1 FROM audit_checkpoints k WHERE k.id > c.last_checkpoint_id)) AS pending
+   FROM audit_webhook_cursor c`,
+  tryLock: `SELECT pg_try_advisory_xact_lock(${WEBHOOK_LOCK}) AS locked`,
+  // Takes the lease when nobody holds it, it has run out, or it is already ours.
+  claim: `UPDATE audit_webhook_cursor SET holder = $1, lease_until = ${LEASE}
+   WHERE holder IS NULL OR holder = $1 OR lease_until <= clock_timestamp()
+   RETURNING next_seq, last_checkpoint_id`,
+  renew: `UPDATE audit_webhook_cursor SET lease_until = ${LEASE} WHERE holder = $1 RETURNING true AS held`,
+  release: 'UPDATE audit_webhook_cursor SET holder = NULL, lease_until = NULL WHERE holder = $1',
+  // Compare-and-set: only the lease's holder moves the cursor, and only from where it read it.
+  advance: `UPDATE audit_webhook_cursor SET next_seq = $3, last_checkpoint_id = $4, delivered_at = clock_timestamp(), lease_until = ${LEASE}
+   WHERE holder = $1 AND next_seq = $5 AND last_checkpoint_id = $6
+   RETURNING true AS advanced`,
+  nextCheckpoint: `SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE id > $1 ORDER BY id LIMIT 1`,
+  // Sealed records not delivered yet, and the age of the oldest of them (0 when none).
+  lag: `SELECT GREATEST(s.size - c.next_seq, 0) AS records,
+     GREATEST(COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - o.sealed_at), 0), 0)::float8 AS seconds
+   FROM audit_webhook_cursor c
+   CROSS JOIN (SELECT COALESCE(max(seq) + 1, 0) AS size FROM audit_seal) s
+   LEFT JOIN audit_seal o ON o.seq = c.next_seq`,
+});
+
+export const ensureWebhookCursor = (q: Queryable) => query(q, S.ensure);
+export const webhookState = async (q: Queryable, holder: string) => (await query<WebhookState>(q, S.state, [holder]))[0];
+
+export const tryWebhookLock = async (tx: Tx) => (await query<{ locked: boolean }>(tx, S.tryLock))[0]?.locked === true;
+export const claimLease = async (tx: Tx, holder: string, leaseMs: number) => (await query<WebhookCursor>(tx, S.claim, [holder, leaseMs]))[0];
+export const renewLease = async (q: Queryable, holder: string, leaseMs: number) => (await query(q, S.renew, [holder, leaseMs])).length > 0;
+export const releaseLease = (q: Queryable, holder: string) => query(q, S.release, [holder]);
+
+export async function advanceCursor(q: Queryable, holder: string, leaseMs: number, from: WebhookCursor, to: WebhookCursor): Promise<boolean> {
+  const rows = await query(q, S.advance, [holder, leaseMs, to.next_seq, to.last_checkpoint_id, from.next_seq, from.last_checkpoint_id]);
+  return rows.length > 0;
+}
+
+export const nextCheckpoint = async (q: Queryable, afterId: number) => (await query<CheckpointRow>(q, S.nextCheckpoint, [afterId]))[0];
+export const webhookLag = async (q: Queryable): Promise<WebhookLag> => (await query<WebhookLag>(q, S.lag))[0] ?? { records: 0, seconds: 0 };

@@ -1,0 +1,337 @@
+// Streams the sealed audit log out (API.md 5.9): every sealed record and every checkpoint is
+// POSTed at least once, in seq order, to AUDIT_WEBHOOK_URL as
+//   {type: "audit-batch", records: [{seq, leaf_hash, record, sealed} …≤100], checkpoint?}
+// signed `X-Teamlog-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>`.
+// The cursor lives in the database (audit_webhook_cursor) and moves only after a 2xx, so a
+// receiver that is down for hours, or a restart, loses nothing; a batch whose answer was lost
+// is sent again (receivers drop duplicates by seq).
+//
+// What a batch holds. Records from the cursor on, at most 100, and never past the tree size of
+// the oldest checkpoint not delivered yet: a batch that reaches that size carries that
+// checkpoint, so every checkpoint is delivered, each with (or after) the batch that completes
+// the records it covers, and a receiver can check its root against the records it holds the
+// moment it arrives. A checkpoint over records already delivered (the sealer signs after
+// sealing; or re-signs the same head after a key rotation) comes in a batch with no records.
+//
+// Why reading audit_seal by `seq >= cursor` is safe in commit order, unlike reading audit_log
+// by id (API.md 5.5): seqs (and checkpoint ids) are handed out by the sealer only, one
+// transaction at a time under its advisory lock, each transaction continuing from what the one
+// before it committed (audit_seal_dense checks it). So seq n+1 becomes visible only after seq
+// n is, no seq can appear later below one already seen, and the same holds for checkpoint ids.
+//
+// One instance delivers at a time (API.md 5.6). The shared CommitOrderWorker does not fit: its
+// batch runs inside a transaction, and here the transaction must end before the POST (on
+// PGlite a transaction holds the service's one connection, so a slow receiver would stall
+// every request), and the advisory lock of a transaction ends with it. So a lease does what
+// the lock cannot: a row (holder, lease_until ≤ 5 s ahead) taken in a short transaction under
+// pg_try_advisory_xact_lock (so that a second instance skips instead of queueing), renewed
+// every LEASE/3 while this instance works (during a POST and during backoff too), released
+// when there is nothing left to send. A holder that dies stops renewing: another instance
+// takes over at its next poll after the lease has run out, within lease + poll = 7 s. The
+// cursor then advances by compare-and-set, guarded by the holder and the position it read: an
+// instance that lost its lease mid-POST (e.g. cut from the database for longer than the lease)
+// cannot move the cursor, and at worst the batch it sent is delivered twice.
+//
+// Retries: any non-2xx answer, network error or 10 s timeout is a failure; the round is tried
+// again after an exponential backoff with full jitter (random in [0, min(cap, base·2^n)]),
+// for ever. Each retry reads the batch again, so a value erased in the meantime (teamlog audit
+// redact) is not sent. A wake (a seal) never shortens a backoff.
+import { createHmac, randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Database } from '../../../db/database.js';
+import { resolvePersonalData } from '../audit.service.js';
+import { sealedFrom, type CheckpointRow } from './evidence.repository.js';
+import { presentCheckpoint } from './evidence.presenter.js';
+import { sealedForm } from './sealed-form.js';
+import {
+  advanceCursor, claimLease, ensureWebhookCursor, nextCheckpoint, releaseLease, renewLease, tryWebhookLock, webhookState, type WebhookCursor,
+} from './webhook.repository.js';
+
+/** Records per POST (API.md 5.9). */
+const BATCH = 100;
+
+/** Timings. Not public configuration: production uses the defaults; tests shorten them. */
+export interface WebhookTuning {
+  /** First backoff ceiling; doubles with each failure. */
+  retryBaseMs: number;
+  /** Ceiling of every backoff. */
+  retryCapMs: number;
+  /** A POST that has not answered by then is a failure. */
+  timeoutMs: number;
+  /** How long a lease lasts unless renewed (renewed every third of it). */
+  leaseMs: number;
+  /** The safety net: how often an instance looks for work nobody woke it for (another instance's seals, an expired lease). */
+  pollMs: number;
+}
+
+export const DEFAULT_TUNING: WebhookTuning = { retryBaseMs: 500, retryCapMs: 60_000, timeoutMs: 10_000, leaseMs: 5_000, pollMs: 2_000 };
+
+export type FailureReason = 'status' | 'network' | 'timeout';
+
+export interface WebhookOptions {
+  db: Database;
+  url: string;
+  secret: string;
+  log: FastifyBaseLogger;
+  tuning?: Partial<WebhookTuning>;
+  /** Each failed attempt (the failure counter in /metrics). */
+  onFailure?: (reason: FailureReason) => void;
+}
+
+/** `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>`. */
+export function signatureHeader(secret: string, body: string, now = Date.now()): string {
+  const t = Math.floor(now / 1000);
+  return `t=${t},v1=${createHmac('sha256', secret).update(`${t}.${body}`).digest('hex')}`;
+}
+
+/** Full jitter (AWS Architecture Blog, "Exponential Backoff and Jitter"): uniform in [0, min(cap, base·2^(attempt-1))]. */
+export function backoffMs(attempt: number, baseMs: number, capMs: number): number {
+  return Math.random() * Math.min(capMs, baseMs * 2 ** Math.min(attempt - 1, 30));
+}
+
+interface Batch {
+  from: WebhookCursor;
+  to: WebhookCursor;
+  body: string;
+  records: number;
+  checkpoint: boolean;
+}
+
+type Round =
+  | { kind: 'idle' } // nothing to deliver
+  | { kind: 'busy' } // another instance holds the lease (or is taking it)
+  | { kind: 'delivered'; batch: Batch }
+  | { kind: 'lost' } // the lease was taken meanwhile (the batch may have arrived or not): the new holder goes on
+  | { kind: 'failed'; reason: FailureReason; status?: number; error?: string };
+
+const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
+
+export class AuditWebhook {
+  private readonly tuning: WebhookTuning;
+  /** Unique per start: a restarted process never mistakes its predecessor's lease for its own. */
+  private readonly holder = `${hostname()}:${process.pid}:${randomUUID()}`;
+  private stopped = true;
+  private running = false;
+  private again = false;
+  private current: Promise<void> = Promise.resolve();
+  private pollTimer: NodeJS.Timeout | undefined;
+  /** Renews the lease; set exactly while this instance holds it. */
+  private heartbeat: NodeJS.Timeout | undefined;
+  private renewing = false;
+  private sleeping: { timer: NodeJS.Timeout; done: () => void } | undefined;
+  /** Aborts the POST in flight (stop, or a lost lease). */
+  private inFlight: AbortController | undefined;
+
+  constructor(private readonly opts: WebhookOptions) {
+    this.tuning = { ...DEFAULT_TUNING, ...opts.tuning };
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.pollTimer = setInterval(() => this.wake(), this.tuning.pollMs);
+    this.pollTimer.unref();
+    this.wake();
+  }
+
+  /** Something may have been sealed: deliver soon (a run under way runs once more afterwards; a backoff is not cut short). */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    this.current = this.run().finally(() => {
+      this.running = false;
+      if (this.again && !this.stopped) {
+        this.again = false;
+        this.wake();
+      }
+    });
+  }
+
+  /** Stops (a POST in flight is abandoned: sent again later) and hands the lease back so that another instance goes on at once. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.pollTimer);
+    this.inFlight?.abort();
+    this.endSleep();
+    await this.current;
+    this.stopHeartbeat();
+    await releaseLease(this.opts.db, this.holder).catch((err: unknown) => this.opts.log.warn({ err }, 'audit webhook: could not release its lease'));
+  }
+
+  /** Rounds until there is nothing to deliver, or another instance delivers. */
+  private async run(): Promise<void> {
+    const { log } = this.opts;
+    let failures = 0;
+    for (;;) {
+      if (this.stopped) return;
+      let round: Round;
+      try {
+        round = await this.round();
+      } catch (err) {
+        // The database, not the receiver: retried the same way, not counted as a delivery failure.
+        if (this.stopped) return;
+        failures++;
+        const retryInMs = Math.round(backoffMs(failures, this.tuning.retryBaseMs, this.tuning.retryCapMs));
+        log.warn({ err, attempt: failures, retryInMs }, 'audit webhook: reading or moving the cursor failed; retrying');
+        await this.sleep(retryInMs);
+        continue;
+      }
+      switch (round.kind) {
+        case 'idle':
+          // Handed back (if held: an idle poll writes nothing), so that whichever instance is woken next delivers at once.
+          if (this.heartbeat) {
+            this.stopHeartbeat();
+            await releaseLease(this.opts.db, this.holder).catch((err: unknown) => log.warn({ err }, 'audit webhook: could not release its lease'));
+          }
+          return;
+        case 'busy':
+          this.stopHeartbeat();
+          return;
+        case 'lost':
+          this.stopHeartbeat();
+          if (!this.stopped) log.warn('audit webhook: another instance took the lease during a delivery; it goes on (the batch may arrive twice)');
+          return;
+        case 'delivered':
+          if (failures > 0) log.info({ failedAttempts: failures }, 'audit webhook: delivering again');
+          failures = 0;
+          continue;
+        case 'failed': {
+          if (this.stopped) return;
+          failures++;
+          this.opts.onFailure?.(round.reason);
+          const retryInMs = Math.round(backoffMs(failures, this.tuning.retryBaseMs, this.tuning.retryCapMs));
+          // Never the secret, the URL's credentials or the body: they may carry personal data.
+          log.warn({ attempt: failures, reason: round.reason, status: round.status, error: round.error, retryInMs }, 'audit webhook: delivery failed; retrying');
+          await this.sleep(retryInMs);
+          continue;
+        }
+      }
+    }
+  }
+
+  /** Claims the lease, reads a batch, POSTs it outside any transaction, then advances the cursor. */
+  private async round(): Promise<Round> {
+    const { db } = this.opts;
+    let state = await webhookState(db, this.holder);
+    if (!state) {
+      await ensureWebhookCursor(db);
+      state = await webhookState(db, this.holder);
+      if (!state) throw new Error('audit_webhook_cursor has no row');
+    }
+    if (!state.pending) return { kind: 'idle' };
+    if (state.leased_elsewhere) return { kind: 'busy' };
+
+    const batch = await db.transaction(async (tx) => {
+      if (!(await tryWebhookLock(tx))) return undefined;
+      const from = await claimLease(tx, this.holder, this.tuning.leaseMs);
+      if (!from) return undefined;
+      const checkpoint = await nextCheckpoint(tx, from.last_checkpoint_id);
+      const end = Math.min(from.next_seq + BATCH, checkpoint ? Math.max(checkpoint.tree_size, from.next_seq) : Infinity);
+      const rows = end > from.next_seq ? await sealedFrom(tx, from.next_seq, end - from.next_seq) : [];
+      const present = rows.flatMap((r) => (r.record ? [r.record] : []));
+      const resolved = new Map((await resolvePersonalData(tx, present)).map((r) => [r.id, r]));
+      const last = rows[rows.length - 1];
+      const nextSeq = last ? last.seq + 1 : from.next_seq;
+      const attach: CheckpointRow | undefined = checkpoint && checkpoint.tree_size <= nextSeq ? checkpoint : undefined;
+      if (rows[0] && rows[0].seq !== from.next_seq) this.opts.log.error({ expected: from.next_seq, found: rows[0].seq }, 'audit webhook: audit_seal has a gap; delivering what is there (teamlog audit verify)');
+      const records = rows.map((r) => {
+        const record = r.record ? resolved.get(r.record.id)! : null;
+        // A seal whose record is gone (removed behind the service's back) goes out as it is: the receiver sees it.
+        return { seq: r.seq, leaf_hash: b64(r.leaf_hash), record: record ? sealedForm(record) : null, sealed: r.record ? sealedForm(r.record) : null };
+      });
+      const body = JSON.stringify({ type: 'audit-batch', records, ...(attach ? { checkpoint: presentCheckpoint(attach) } : {}) });
+      const to = { next_seq: nextSeq, last_checkpoint_id: attach?.id ?? from.last_checkpoint_id };
+      return { from, to, body, records: records.length, checkpoint: attach !== undefined } satisfies Batch;
+    });
+    if (!batch) return { kind: 'busy' };
+    // The lease is ours until we hand it back: keep it alive through the POST and any backoff.
+    this.startHeartbeat();
+    if (batch.records === 0 && !batch.checkpoint) return { kind: 'idle' };
+
+    const failure = await this.post(batch.body);
+    if (failure === 'aborted') return { kind: 'lost' };
+    if (failure) return failure;
+    const advanced = await advanceCursor(db, this.holder, this.tuning.leaseMs, batch.from, batch.to);
+    return advanced ? { kind: 'delivered', batch } : { kind: 'lost' };
+  }
+
+  /** One POST; undefined on a 2xx, 'aborted' when this instance stopped or lost its lease meanwhile. */
+  private async post(body: string): Promise<Extract<Round, { kind: 'failed' }> | 'aborted' | undefined> {
+    const controller = new AbortController();
+    this.inFlight = controller;
+    const timeout = AbortSignal.timeout(this.tuning.timeoutMs);
+    try {
+      const res = await fetch(this.opts.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'user-agent': 'teamlog-audit-webhook', 'x-teamlog-signature': signatureHeader(this.opts.secret, body) },
+        body,
+        // A redirect is a failure, not a reason to send the signed body elsewhere.
+        redirect: 'manual',
+        signal: AbortSignal.any([controller.signal, timeout]),
+      });
+      // The answer's body is not read: a large one must not hold memory or the connection.
+      await res.body?.cancel().catch(() => {});
+      return res.status >= 200 && res.status < 300 ? undefined : { kind: 'failed', reason: 'status', status: res.status };
+    } catch (err) {
+      if (controller.signal.aborted) return 'aborted';
+      if (timeout.aborted) return { kind: 'failed', reason: 'timeout' };
+      const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
+      const error = typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : (err as Error).name;
+      return { kind: 'failed', reason: 'network', error };
+    } finally {
+      this.inFlight = undefined;
+    }
+  }
+
+  private startHeartbeat(): void {
+    if (this.heartbeat) return;
+    this.heartbeat = setInterval(() => void this.renew(), Math.max(1, Math.floor(this.tuning.leaseMs / 3)));
+    this.heartbeat.unref();
+  }
+
+  private stopHeartbeat(): void {
+    clearInterval(this.heartbeat);
+    this.heartbeat = undefined;
+  }
+
+  private async renew(): Promise<void> {
+    if (this.renewing) return;
+    this.renewing = true;
+    try {
+      if (!(await renewLease(this.opts.db, this.holder, this.tuning.leaseMs))) {
+        // Taken over (this instance was cut off for longer than the lease): stop sending; the next round finds it busy.
+        this.stopHeartbeat();
+        this.inFlight?.abort();
+        this.endSleep();
+      }
+    } catch (err) {
+      this.opts.log.warn({ err }, 'audit webhook: could not renew its lease');
+    } finally {
+      this.renewing = false;
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        this.sleeping = undefined;
+        resolve();
+      };
+      this.sleeping = { timer: setTimeout(done, ms), done };
+    });
+  }
+
+  private endSleep(): void {
+    if (!this.sleeping) return;
+    clearTimeout(this.sleeping.timer);
+    this.sleeping.done();
+  }
+}
+
+export function createAuditWebhook(opts: WebhookOptions): AuditWebhook {
+  return new AuditWebhook(opts);
+}

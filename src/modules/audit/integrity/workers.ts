@@ -1,0 +1,56 @@
+// The audit log's background work on this instance: the sealer (and its checkpoints) and, with
+// AUDIT_WEBHOOK_URL set, the webhook that streams sealed records and checkpoints out; started
+// once the app is ready and stopped before the database closes. Every instance runs them; the
+// sealer's advisory lock and the webhook's lease make one instance do each at a time
+// (AUDIT_SEALING=off leaves an instance out of both).
+import type { FastifyInstance } from 'fastify';
+import { ConfigError } from '../../../config.js';
+import type { Deps } from '../../../deps.js';
+import { auditWebhookMetrics } from '../../../ops/metrics.js';
+import type { EvidenceService } from './evidence.service.js';
+import { createSealer } from './sealer.js';
+import { createAuditWebhook, type AuditWebhook, type WebhookTuning } from './webhook.js';
+import { webhookLag } from './webhook.repository.js';
+
+/**
+ * Shorter webhook timings for tests (backoff, lease, poll), read when an app is built. Empty in
+ * production: these are deliberately not configuration.
+ */
+export const webhookTuningForTests: Partial<WebhookTuning> = {};
+
+export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: EvidenceService, onSealed?: () => void): void {
+  if (!deps.config.auditSealing) return;
+  const { auditWebhookUrl: url, auditWebhookSecret: secret } = deps.config;
+  // Unsigned deliveries would let anyone who can reach the receiver feed it a forged log.
+  if (url && !secret) throw new ConfigError('AUDIT_WEBHOOK_URL is set but AUDIT_WEBHOOK_SECRET is not: deliveries are signed with it');
+  let webhook: AuditWebhook | undefined;
+  if (url && secret) {
+    const failures = auditWebhookMetrics(app.metricsRegistry, () => webhookLag(deps.db));
+    webhook = createAuditWebhook({ db: deps.db, url, secret, log: deps.log, tuning: { ...webhookTuningForTests }, onFailure: (reason) => failures.inc({ reason }) });
+  }
+  let stop: (() => Promise<void>) | undefined;
+  app.addHook('onReady', async () => {
+    const identity = await evidence.logIdentity();
+    const sealer = createSealer({
+      db: deps.db,
+      identity,
+      checkpointIntervalMs: deps.config.auditCheckpointIntervalMs,
+      log: deps.log,
+      onSealed: () => {
+        onSealed?.();
+        webhook?.wake();
+      },
+    });
+    // Every audited commit writes an outbox row (its /admin event), so this is every audited commit.
+    const unsubscribe = deps.outbox.onCommitted(() => sealer.wake());
+    sealer.start();
+    webhook?.start();
+    stop = async () => {
+      unsubscribe();
+      await Promise.all([sealer.stop(), webhook?.stop()]);
+    };
+  });
+  app.addHook('preClose', async () => {
+    await stop?.();
+  });
+}

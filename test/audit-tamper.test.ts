@@ -1,0 +1,607 @@
+// Tampering with the audit log behind the service's back (docs/audit-integrity.md §6): each
+// scenario is done as a superuser on the owner connection (the guarding triggers disabled, the
+// rows changed, the triggers enabled again), and verification must then say `ok: false`, name
+// the first bad record as the table of §6 says, and say what it found.
+//
+// A tamper is destructive, so each scenario owns its state:
+// - most run inside a transaction on the owner connection that is always rolled back, and call
+//   the verification engine (verifier.ts) on that transaction: one server serves them all. The
+//   service's sealer never sees the tamper (uncommitted; on PGlite the transaction holds the one
+//   connection), so it cannot race it;
+// - two are committed on a server of their own and found through GET /audit-logs/verify;
+// - the truncated tail, which the database alone cannot show, is found by the CLI
+//   (`teamlog audit verify --checkpoint saved.note`) on a database of its own.
+// Every log is settled first (all records sealed, the newest checkpoint covers them) and no
+// write follows, so the sealer has nothing to do while a tamper is under way. One more test
+// commits a re-signed history on purpose and gives the sealer time to react: it must not sign
+// over a checkpoint made with a key it does not trust.
+import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, test } from 'node:test';
+import type { Database, Queryable, QueryOptions } from '../src/db/database.js';
+import { databaseSession, migrate } from '../src/db/migrate.js';
+import { createPgliteDatabase } from '../src/db/pglite.js';
+import type { AuditRow } from '../src/modules/audit/audit.repository.js';
+import { latestCheckpoint } from '../src/modules/audit/integrity/evidence.repository.js';
+import type { LogIdentity } from '../src/modules/audit/integrity/log-identity.js';
+import { TreeBuilder, type Hash } from '../src/modules/audit/integrity/merkle.js';
+import { recordLeaf, sealedForm } from '../src/modules/audit/integrity/sealed-form.js';
+import { makeCheckpoint } from '../src/modules/audit/integrity/sealer.js';
+import {
+  formatVerifierKey, loadEd25519PrivateKey, noteSigner, parseVerifierKey, publicKeyPem, type NoteVerifier,
+} from '../src/modules/audit/integrity/signed-note.js';
+import { verifyDatabase, type VerifyReport } from '../src/modules/audit/integrity/verifier.js';
+import { runTeamlog, type CliResult } from './helpers/cli.js';
+import { loginAdmin, type Session } from './helpers/client.js';
+import { useTestServer } from './helpers/harness.js';
+import { createTestDatabase, onPostgres, startTestServer, TEST_SIGNING_KEY, type TestDatabase, type TestServer } from './helpers/server.js';
+
+const ENV = { AUDIT_CHECKPOINT_INTERVAL_MS: '100' };
+const RECORD_COLUMNS = 'a.id, a.actor_id, a.action, a.resource_type, a.resource_id, a."timestamp", a.result, a.metadata, a.ip, a.user_agent, a.request_id';
+
+interface CheckpointJson { origin: string; tree_size: number; root_hash: string; key_id: string; note: string }
+interface Layout {
+  /** record_id by seq. */
+  seals: number[];
+  /** Checkpoints oldest first. */
+  checkpoints: Array<{ id: number; tree_size: number }>;
+}
+
+// ---------------------------------------------------------------------------------------
+// Building and reading a log
+
+/** Audited actions (CREATE_PROJECT), one request each. */
+async function audit(admin: Session, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const res = await admin.client.post('/api/v1/projects', { name: `Tamper ${i}` }, { token: admin.token });
+    assert.equal(res.status, 201, res.text);
+  }
+}
+
+/** Waits until every record is sealed and the newest checkpoint covers them all. */
+async function settled(server: TestServer, admin: Session): Promise<CheckpointJson> {
+  for (let i = 0; i < 400; i++) {
+    const res = await admin.client.get<CheckpointJson>('/api/v1/audit-logs/checkpoints/latest', { token: admin.token });
+    const [row] = await server.owner.query<{ sealed: number; unsealed: number }>(
+      `SELECT (SELECT count(*)::int FROM audit_seal) AS sealed,
+              (SELECT count(*)::int FROM audit_log a WHERE NOT EXISTS (SELECT 1 FROM audit_seal s WHERE s.record_id = a.id)) AS unsealed`,
+    );
+    if (res.status === 200 && row!.unsealed === 0 && res.body.tree_size === row!.sealed) return res.body;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('the log did not settle: records left unsealed or no checkpoint covers them');
+}
+
+/** Batches of audited actions, each settled (so signed) before the next: a log with several checkpoints. */
+async function buildLog(server: TestServer, admin: Session, batches: number[]): Promise<CheckpointJson> {
+  let head: CheckpointJson | undefined;
+  for (const n of batches) {
+    await audit(admin, n);
+    head = await settled(server, admin);
+  }
+  return head!;
+}
+
+async function layout(q: Queryable): Promise<Layout> {
+  const seals = await q.query<{ seq: number; record_id: number }>('SELECT seq, record_id FROM audit_seal ORDER BY seq');
+  seals.forEach((s, i) => assert.equal(s.seq, i));
+  const checkpoints = await q.query<{ id: number; tree_size: number }>('SELECT id, tree_size FROM audit_checkpoints ORDER BY id');
+  return { seals: seals.map((s) => s.record_id), checkpoints };
+}
+
+/** What GET /audit-logs/verify says. */
+async function verifyRoute(admin: Session): Promise<VerifyReport> {
+  const res = await admin.client.get<VerifyReport>('/api/v1/audit-logs/verify', { token: admin.token });
+  assert.equal(res.status, 200, res.text);
+  return res.body;
+}
+
+function assertOk(report: VerifyReport): void {
+  assert.equal(report.ok, true, `expected the log to verify: ${report.problem}`);
+  assert.equal(report.first_bad_id, undefined);
+}
+
+function assertBad(report: VerifyReport, firstBadId: number | undefined, problem: RegExp): void {
+  assert.equal(report.ok, false, 'the tamper went unnoticed');
+  assert.equal(report.first_bad_id, firstBadId, `first_bad_id (problem: ${report.problem})`);
+  assert.equal(typeof report.problem, 'string');
+  assert.match(report.problem!, problem);
+}
+
+// ---------------------------------------------------------------------------------------
+// Tampering as a superuser
+
+/**
+ * Runs fn with every trigger on the audit tables disabled (the append-only guards, the seal's
+ * checks, audit_log_stamp), then enables each again exactly as it was (ALWAYS, or ordinary).
+ */
+async function behindTheBack(q: Queryable, fn: () => Promise<unknown>): Promise<void> {
+  const triggers = await q.query<{ table: string; name: string; enabled: string }>(
+    `SELECT c.relname AS table, t.tgname AS name, t.tgenabled::text AS enabled FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+     WHERE NOT t.tgisinternal AND c.relname IN ('audit_log', 'audit_seal', 'audit_tree_nodes', 'audit_checkpoints') AND t.tgenabled <> 'D'`,
+  );
+  assert.ok(triggers.some((t) => t.name === 'audit_log_no_update' && t.enabled === 'A'), 'the append-only guard is ENABLE ALWAYS');
+  for (const t of triggers) await q.query(`ALTER TABLE ${t.table} DISABLE TRIGGER ${t.name}`);
+  await fn();
+  const modes: Record<string, string> = { O: '', A: 'ALWAYS', R: 'REPLICA' };
+  for (const t of triggers) await q.query(`ALTER TABLE ${t.table} ENABLE ${modes[t.enabled]} TRIGGER ${t.name}`);
+}
+
+/** A tamper committed in one owner transaction (the service never sees the guards down). */
+const committed = (db: Database, fn: (q: Queryable) => Promise<unknown>) => db.transaction((tx) => behindTheBack(tx, () => fn(tx)));
+
+class Rollback extends Error {}
+
+/**
+ * fn on an owner transaction that is always rolled back: the tamper and the engine's verdict on
+ * it, seen by this transaction only.
+ */
+async function rolledBack<T>(db: Database, fn: (q: Queryable) => Promise<T>): Promise<T> {
+  let result: { value: T } | undefined;
+  try {
+    await db.transaction(async (tx) => {
+      result = { value: await fn(tx) };
+      throw new Rollback();
+    });
+  } catch (err) {
+    if (!(err instanceof Rollback)) throw err;
+  }
+  return result!.value;
+}
+
+const changeAction = (q: Queryable, id: number, action = 'DELETE_PROJECT') => q.query('UPDATE audit_log SET action = $2 WHERE id = $1', [id, action]);
+const deleteRecord = (q: Queryable, id: number) => q.query('DELETE FROM audit_log WHERE id = $1', [id]);
+
+/** Swaps every field of two records but their ids. */
+const swapContents = (q: Queryable, a: number, b: number) =>
+  q.query(
+    `UPDATE audit_log t SET actor_id = s.actor_id, action = s.action, resource_type = s.resource_type, resource_id = s.resource_id,
+       "timestamp" = s."timestamp", result = s.result, metadata = s.metadata, ip = s.ip, user_agent = s.user_agent, request_id = s.request_id
+     FROM (SELECT * FROM audit_log WHERE id IN ($1, $2)) s
+     WHERE t.id IN ($1, $2) AND s.id <> t.id`,
+    [a, b],
+  );
+
+/** A record with a given id and an old transaction (xact_id 1): among the sealed ones in commit order. */
+const insertRecord = (q: Queryable, id: number) =>
+  q.query(
+    `INSERT INTO audit_log (id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id, xact_id)
+     OVERRIDING SYSTEM VALUE
+     VALUES ($1, NULL, 'DELETE_PROJECT', 'PROJECT', 1, (SELECT max("timestamp") FROM audit_log WHERE id < $1), 'SUCCESS', '{}', NULL, NULL, 'forged', '1'::xid8)`,
+    [id],
+  );
+
+/**
+ * Recomputes the seal from the records as they now are: every leaf, and every stored tree node,
+ * as the sealer would have written them. Answers the root at every size and how many rows changed.
+ */
+async function resealEverything(q: Queryable): Promise<{ roots: Map<number, Hash>; changed: number }> {
+  const rows = await q.query<AuditRow & { seq: number; leaf_hash: Uint8Array }>(
+    `SELECT s.seq, s.leaf_hash, ${RECORD_COLUMNS} FROM audit_seal s JOIN audit_log a ON a.id = s.record_id ORDER BY s.seq`,
+  );
+  const builder = new TreeBuilder();
+  const roots = new Map<number, Hash>();
+  let changed = 0;
+  for (const row of rows) {
+    const leaf = recordLeaf(sealedForm(row));
+    if (!leaf.equals(row.leaf_hash)) {
+      await q.query("UPDATE audit_seal SET leaf_hash = decode($2, 'hex') WHERE seq = $1", [row.seq, leaf.toString('hex')]);
+      changed++;
+    }
+    for (const node of builder.append(leaf)) {
+      const updated = await q.query("UPDATE audit_tree_nodes SET hash = decode($3, 'hex') WHERE level = $1 AND idx = $2 AND hash <> decode($3, 'hex') RETURNING 1", [
+        node.key.level, node.key.index, node.hash.toString('hex'),
+      ]);
+      changed += updated.length;
+    }
+    roots.set(builder.size, builder.root());
+  }
+  return { roots, changed };
+}
+
+/** An attacker's own Ed25519 key, under the log's origin (which is no secret). */
+function attackerIdentity(origin: string): LogIdentity & { publicKeyPem: string } {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const signer = noteSigner(origin, privateKey);
+  const verifierKey = formatVerifierKey(origin, signer.publicKeyRaw);
+  return { origin, keyId: 'attacker-key', signer, verifierKey, publicKeyPem: publicKeyPem(privateKey), trusted: [parseVerifierKey(verifierKey)] };
+}
+
+const registerKey = (q: Queryable, id: LogIdentity & { publicKeyPem: string }) =>
+  q.query('INSERT INTO audit_signing_keys (key_id, public_key, note_verifier_key) VALUES ($1, $2, $3)', [id.keyId, id.publicKeyPem, id.verifierKey]);
+
+/** Appends a checkpoint of `size` leaves with this root, signed by `id`, chained to the newest one. */
+async function appendCheckpoint(q: Queryable, id: LogIdentity, size: number, root: Hash): Promise<void> {
+  const c = makeCheckpoint(id, size, root, await latestCheckpoint(q));
+  await q.query(
+    `INSERT INTO audit_checkpoints (tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at)
+     VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, decode($5, 'hex'), $6, $7)`,
+    [c.treeSize, c.rootHash.toString('hex'), c.prevHash?.toString('hex') ?? null, c.keyId, c.signature.toString('hex'), c.note, c.createdAt],
+  );
+}
+
+/**
+ * What the service's sealer does while someone reads the log: appends n records, seals them
+ * (leaves, tree nodes) and signs a checkpoint over the new head with the service's own key.
+ */
+async function sealNewRecords(q: Queryable, service: LogIdentity, n: number): Promise<void> {
+  const leaves = await q.query<{ leaf_hash: Uint8Array }>('SELECT leaf_hash FROM audit_seal ORDER BY seq');
+  const builder = new TreeBuilder();
+  for (const l of leaves) builder.append(Buffer.from(l.leaf_hash));
+  for (let i = 0; i < n; i++) {
+    const [row] = await q.query<AuditRow & { xact_id: string }>(
+      `INSERT INTO audit_log AS a (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+       VALUES (NULL, 'CREATE_PROJECT', 'PROJECT', NULL, 'SUCCESS', '{}', NULL, NULL, $1) RETURNING ${RECORD_COLUMNS}, a.xact_id::text AS xact_id`,
+      [`while-verifying-${i}`],
+    );
+    const leaf = recordLeaf(sealedForm(row!));
+    await q.query("INSERT INTO audit_seal (seq, record_id, record_xact_id, leaf_hash) VALUES ($1, $2, $3::xid8, decode($4, 'hex'))", [
+      builder.size, row!.id, row!.xact_id, leaf.toString('hex'),
+    ]);
+    for (const node of builder.append(leaf)) {
+      await q.query("INSERT INTO audit_tree_nodes (level, idx, hash) VALUES ($1, $2, decode($3, 'hex'))", [node.key.level, node.key.index, node.hash.toString('hex')]);
+    }
+  }
+  await appendCheckpoint(q, service, builder.size, builder.root());
+}
+
+// ---------------------------------------------------------------------------------------
+// The CLI
+
+function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  return runTeamlog(args, { ...env });
+}
+
+/** A database the CLI can open too: PGlite under dataDir/pglite (one process at a time), or a new PostgreSQL database. */
+async function sharedDatabase(dataDir: string): Promise<TestDatabase> {
+  if (onPostgres) return createTestDatabase();
+  const db = await createPgliteDatabase(path.join(dataDir, 'pglite'), () => {});
+  await migrate(databaseSession(db));
+  return { name: path.basename(dataDir), db, owner: db, databaseUrl: undefined, drop: () => db.close() };
+}
+
+// ---------------------------------------------------------------------------------------
+// Every scenario on the engine, each in a transaction that is rolled back
+
+describe('each tamper, in a rolled-back transaction, caught by the verification engine', () => {
+  const h = useTestServer({ env: ENV });
+  let L: Layout;
+  /** An id handed out by the identity and never used: a hole among the sealed records' ids. */
+  let unusedId: number;
+  let anchor: NoteVerifier;
+  let origin: string;
+  /** The service's own signing identity (the tests hold its key): to do what its sealer does. */
+  let service: LogIdentity;
+
+  h.before(async () => {
+    await buildLog(h.server, h.admin, [4, 4]);
+    const [unused] = await h.server.owner.query<{ id: number }>("SELECT nextval(pg_get_serial_sequence('audit_log', 'id'))::int AS id");
+    unusedId = unused!.id;
+    await buildLog(h.server, h.admin, [4, 4, 4]);
+    L = await layout(h.server.owner);
+    // The anchor is the service's key as it publishes it.
+    const keys = await h.admin.client.get<Array<{ key_id: string; note_verifier_key: string }>>('/api/v1/audit-logs/public-keys', { token: h.admin.token });
+    assert.equal(keys.status, 200);
+    assert.equal(keys.body.length, 1);
+    anchor = parseVerifierKey(keys.body[0]!.note_verifier_key);
+    origin = anchor.name;
+    const signer = noteSigner(origin, loadEd25519PrivateKey(TEST_SIGNING_KEY));
+    service = { origin, keyId: keys.body[0]!.key_id, signer, verifierKey: keys.body[0]!.note_verifier_key, trusted: [anchor] };
+  });
+
+  /** The engine on q, as GET /audit-logs/verify runs it, in small chunks so that reads span several. */
+  const verify = (q: Queryable) => verifyDatabase(q, { anchors: [anchor], origin, chunk: 4 });
+
+  /** Verifies, tampers, verifies again: all inside one transaction that is rolled back. */
+  const scenario = (tamper: (q: Queryable) => Promise<unknown>) =>
+    rolledBack(h.server.owner, async (q) => {
+      assertOk(await verify(q));
+      await behindTheBack(q, () => tamper(q));
+      return verify(q);
+    });
+
+  /** The seq of the last checkpoint at or below seq (0 when none): where a resealed change is caught from. */
+  const coveredBefore = (seq: number) => Math.max(0, ...L.checkpoints.filter((c) => c.tree_size <= seq).map((c) => c.tree_size));
+
+  test('the untouched log verifies, through the route and the engine alike, and has several checkpoints to tamper between', async () => {
+    assert.ok(L.checkpoints.length >= 4, `checkpoints: ${JSON.stringify(L.checkpoints)}`);
+    assert.ok(unusedId > L.seals[0]! && unusedId < L.seals[L.seals.length - 1]!, 'the unused id lies among the sealed ones');
+    const route = await verifyRoute(h.admin);
+    assertOk(route);
+    assert.equal(route.records_checked, L.seals.length);
+    assert.equal(route.checkpoints_checked, L.checkpoints.length);
+    const engine = await rolledBack(h.server.owner, verify);
+    assert.deepEqual(engine, route);
+  });
+
+  test('a changed field of a sealed record (its action, or its metadata): first_bad_id is that record', async () => {
+    const seq = Math.floor(L.seals.length / 2);
+    const id = L.seals[seq]!;
+    assertBad(await scenario((q) => changeAction(q, id)), id, new RegExp(`record ${id} no longer matches its seal`));
+    assertBad(
+      await scenario((q) => q.query(`UPDATE audit_log SET metadata = metadata || '{"note": "added later"}' WHERE id = $1`, [id])),
+      id,
+      /no longer matches its seal/,
+    );
+    // The very first and the very last sealed records, too.
+    assertBad(await scenario((q) => changeAction(q, L.seals[0]!)), L.seals[0], /no longer matches its seal/);
+    const last = L.seals[L.seals.length - 1]!;
+    assertBad(await scenario((q) => q.query("UPDATE audit_log SET ip = '203.0.113.9' WHERE id = $1", [last])), last, /no longer matches its seal/);
+  });
+
+  test('a deleted sealed record in the middle: first_bad_id is the first surviving record after the gap (the deleted one when the gap is at the end)', async () => {
+    const seq = Math.floor(L.seals.length / 2);
+    const deleted = L.seals[seq]!;
+    const report = await scenario((q) => deleteRecord(q, deleted));
+    assertBad(report, L.seals[seq + 1], new RegExp(`record ${deleted}.*no longer exists`));
+    // Two in a row: still the first survivor after the gap.
+    assertBad(
+      await scenario(async (q) => {
+        await deleteRecord(q, deleted);
+        await deleteRecord(q, L.seals[seq + 1]!);
+      }),
+      L.seals[seq + 2],
+      new RegExp(`record ${deleted}.*no longer exists`),
+    );
+    const last = L.seals[L.seals.length - 1]!;
+    assertBad(await scenario((q) => deleteRecord(q, last)), last, /no longer exists/);
+  });
+
+  test('a record inserted among sealed ones (an old xact_id, an unused id): first_bad_id is the inserted record', async () => {
+    const report = await scenario((q) => insertRecord(q, unusedId));
+    assertBad(report, unusedId, new RegExp(`record ${unusedId} .*never sealed`));
+    // Everything sealed still checks: only the inserted record is wrong.
+    assert.equal(report.records_checked, L.seals.length);
+  });
+
+  test('two records reordered (their contents swapped, ids kept): first_bad_id is the first of the two in seq order', async () => {
+    const a = 3;
+    const b = L.seals.length - 3;
+    assertBad(await scenario((q) => swapContents(q, L.seals[b]!, L.seals[a]!)), L.seals[a], /no longer matches its seal/);
+    // Neighbours too.
+    assertBad(await scenario((q) => swapContents(q, L.seals[a]!, L.seals[a + 1]!)), L.seals[a], /no longer matches its seal/);
+  });
+
+  test('a changed record whose leaf and tree nodes were recomputed to match: first_bad_id is the first record sealed after the last checkpoint that still matches', async () => {
+    // A record with at least one other record between it and the checkpoint before it, so
+    // that the answer differs both from the changed record and from the start of the log.
+    const target = L.checkpoints.find((c, i) => i > 0 && c.tree_size + 1 < L.seals.length && coveredBefore(c.tree_size + 1) === c.tree_size);
+    assert.ok(target, `no checkpoint to tamper after: ${JSON.stringify(L.checkpoints)}`);
+    const seq = target.tree_size + 1;
+    const changedId = L.seals[seq]!;
+    const expected = L.seals[coveredBefore(seq)]!;
+    assert.notEqual(expected, changedId);
+    let changed = 0;
+    const report = await scenario(async (q) => {
+      await changeAction(q, changedId);
+      ({ changed } = await resealEverything(q));
+    });
+    assert.ok(changed >= 2, 'the leaf and the nodes above it were rewritten');
+    assertBad(report, expected, /no longer hash to the root of checkpoint/);
+    // The records before that checkpoint and the ones after it up to the next one were read.
+    assert.ok(report.records_checked > seq);
+  });
+
+  test('a forged checkpoint row (its root in the row, its note, or one removed from the chain): its signature or consistency fails, and first_bad_id is the first record it covers', async () => {
+    const i = Math.floor(L.checkpoints.length / 2);
+    const cp = L.checkpoints[i]!;
+    const covered = L.seals[L.checkpoints[i - 1]!.tree_size]!;
+    // The row's root no longer says what the signed note says.
+    assertBad(
+      await scenario((q) => q.query("UPDATE audit_checkpoints SET root_hash = decode(repeat('ab', 32), 'hex') WHERE id = $1", [cp.id])),
+      covered,
+      new RegExp(`checkpoint ${cp.id}: its note and its row disagree on the root hash`),
+    );
+    // The note rewritten to another root (and the row with it): the signature no longer verifies.
+    const [row] = await h.server.owner.query<{ note: string }>('SELECT note FROM audit_checkpoints WHERE id = $1', [cp.id]);
+    const lines = row!.note.split('\n');
+    lines[2] = Buffer.alloc(32, 0xab).toString('base64');
+    assertBad(
+      await scenario((q) => q.query("UPDATE audit_checkpoints SET root_hash = decode(repeat('ab', 32), 'hex'), note = $2 WHERE id = $1", [cp.id, lines.join('\n')])),
+      covered,
+      new RegExp(`checkpoint ${cp.id}: its signature does not verify`),
+    );
+    // A checkpoint removed from the middle: the next one's prev line names a note that is gone.
+    const next = L.checkpoints[i + 1]!;
+    assertBad(
+      await scenario((q) => q.query('DELETE FROM audit_checkpoints WHERE id = $1', [cp.id])),
+      covered,
+      new RegExp(`checkpoint ${next.id}: its prev line does not name the checkpoint before it`),
+    );
+  });
+
+  test("a checkpoint signed with an attacker's own key, registered in audit_signing_keys: fails, as the newest checkpoint is not under the service's key", async () => {
+    const attacker = attackerIdentity(origin);
+    const report = await scenario(async (q) => {
+      await registerKey(q, attacker);
+      const head = (await latestCheckpoint(q))!;
+      await appendCheckpoint(q, attacker, head.tree_size, Buffer.from(head.root_hash));
+    });
+    assertBad(report, undefined, /newest checkpoint .*not signed by the trusted key/);
+    // The attacker's checkpoint passed every other check: registering a key is not what fails.
+    assert.equal(report.records_checked, L.seals.length);
+    assert.equal(report.checkpoints_checked, L.checkpoints.length + 1);
+  });
+
+  test("a history rewritten and re-signed from the first checkpoint with an attacker's key (seal, nodes, every checkpoint): only the trust anchor catches it", async () => {
+    const attacker = attackerIdentity(origin);
+    const id = L.seals[2]!;
+    const report = await scenario(async (q) => {
+      await changeAction(q, id);
+      const { roots } = await resealEverything(q);
+      await q.query('DELETE FROM audit_checkpoints');
+      await registerKey(q, attacker);
+      for (const c of L.checkpoints) await appendCheckpoint(q, attacker, c.tree_size, roots.get(c.tree_size)!);
+    });
+    // Internally consistent: every record, seal and checkpoint checks out under the keys the
+    // database lists. Only the key the service holds tells the forgery apart. (The verifier names
+    // no first_bad_id here, though docs/audit-integrity.md §6 says "as above": it cannot tell
+    // which record changed.)
+    assert.equal(report.ok, false, 'the re-signed history was accepted');
+    assert.match(report.problem!, /newest checkpoint .*not signed by the trusted key/);
+    assert.equal(report.records_checked, L.seals.length);
+    assert.equal(report.checkpoints_checked, L.checkpoints.length);
+  });
+
+  test('no false alarm on a live log: records sealed and a checkpoint signed while verification runs are left for the next run', async () => {
+    // Whatever the chunk size, so whether or not the last read happens to reach the new records.
+    for (const chunk of [1, 3, 4, 1000]) {
+      const report = await rolledBack(h.server.owner, async (q) => {
+        let sealedMeanwhile = false;
+        // The sealer gets its turn just before the verifier first reads the checkpoints (on
+        // PGlite it can, between any two of the verifier's reads; on PostgreSQL it runs beside it).
+        const live: Queryable = {
+          async query<R>(sql: string, params?: readonly unknown[], opts?: QueryOptions): Promise<R[]> {
+            if (!sealedMeanwhile && /FROM audit_checkpoints WHERE id >/.test(sql)) {
+              sealedMeanwhile = true;
+              await sealNewRecords(q, service, 2);
+            }
+            return q.query<R>(sql, params, opts);
+          },
+        };
+        const r = await verifyDatabase(live, { anchors: [anchor], origin, chunk });
+        assert.ok(sealedMeanwhile, 'the sealer had its turn');
+        return r;
+      });
+      assert.equal(report.ok, true, `chunk ${chunk}: ${report.problem}`);
+      assert.ok(report.records_checked >= L.seals.length);
+    }
+  });
+
+  test('after every rolled-back tamper the log is as it was: it verifies, and the guards hold again', async () => {
+    assertOk(await verifyRoute(h.admin));
+    assert.deepEqual(await layout(h.server.owner), L);
+    await assert.rejects(h.server.owner.query("UPDATE audit_log SET action = 'X' WHERE id = $1", [L.seals[0]]), /append-only/);
+  });
+
+  // Last in this block: committed, and it leaves the log re-signed by an attacker.
+  test(
+    "a history re-signed with an attacker's key and committed is not made good by the service: GET /audit-logs/verify keeps saying ok: false",
+    async () => {
+      const attacker = attackerIdentity(origin);
+      const id = L.seals[2]!;
+      await committed(h.server.owner, async (q) => {
+        await changeAction(q, id);
+        const { roots } = await resealEverything(q);
+        await q.query('DELETE FROM audit_checkpoints');
+        await registerKey(q, attacker);
+        for (const c of L.checkpoints) await appendCheckpoint(q, attacker, c.tree_size, roots.get(c.tree_size)!);
+      });
+      assert.match((await verifyRoute(h.admin)).problem ?? '', /not signed by the trusted key/);
+      // Give the sealer more than its poll interval (1 s) to react.
+      await new Promise((r) => setTimeout(r, 2500));
+      const later = await verifyRoute(h.admin);
+      const signed = await h.server.owner.query<{ key_id: string }>('SELECT key_id FROM audit_checkpoints ORDER BY id DESC LIMIT 1');
+      assert.equal(later.ok, false, `the forged history now verifies (the newest checkpoint is by ${signed[0]?.key_id})`);
+    },
+  );
+});
+
+// ---------------------------------------------------------------------------------------
+// Committed tampers, found through the real route
+
+describe('a changed field, committed: GET /audit-logs/verify names the record', () => {
+  const h = useTestServer({ env: ENV });
+
+  test('before: ok; after: ok false, first_bad_id the changed record, and the guards are back on', async () => {
+    await buildLog(h.server, h.admin, [3, 3]);
+    const L = await layout(h.server.owner);
+    const before = await verifyRoute(h.admin);
+    assertOk(before);
+    const id = L.seals[Math.floor(L.seals.length / 2)]!;
+    await committed(h.server.owner, async (q) => {
+      await q.query(`UPDATE audit_log SET metadata = jsonb_set(metadata, '{forged}', 'true') WHERE id = $1`, [id]);
+    });
+    const after = await verifyRoute(h.admin);
+    assertBad(after, id, new RegExp(`record ${id} no longer matches its seal`));
+    // The log is quiet: a second look says the same.
+    assert.deepEqual(await verifyRoute(h.admin), after);
+    await assert.rejects(h.server.owner.query('DELETE FROM audit_log WHERE id = $1', [id]), /append-only/);
+  });
+});
+
+describe('a deleted record, committed: GET /audit-logs/verify names the first survivor after the gap', () => {
+  const h = useTestServer({ env: ENV });
+
+  test('before: ok; after: ok false, first_bad_id the next record in seq order', async () => {
+    await buildLog(h.server, h.admin, [3, 3]);
+    const L = await layout(h.server.owner);
+    assertOk(await verifyRoute(h.admin));
+    const seq = Math.floor(L.seals.length / 2);
+    await committed(h.server.owner, (q) => deleteRecord(q, L.seals[seq]!));
+    assertBad(await verifyRoute(h.admin), L.seals[seq + 1], new RegExp(`record ${L.seals[seq]}.*no longer exists`));
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// The truncated tail: the database alone cannot tell; a checkpoint saved outside can
+
+describe('a truncated tail (newest records, their seals, nodes and checkpoints deleted)', () => {
+  test('the database alone says ok (GET /audit-logs/verify and `teamlog audit verify`), but `teamlog audit verify --checkpoint saved.note` exits 1 naming the truncation', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'teamlog-tamper-'));
+    const database = await sharedDatabase(dir);
+    let dropped = false;
+    try {
+      let older: CheckpointJson | undefined;
+      let saved = '';
+      let kept = 0;
+      const server = await startTestServer({ database, env: ENV });
+      try {
+        const admin = await loginAdmin(server);
+        older = await buildLog(server, admin, [4]);
+        kept = older.tree_size;
+        await buildLog(server, admin, [4, 3]);
+        // Saved outside the database before the truncation, as a webhook receiver or a cron job would.
+        const note = await admin.client.get('/api/v1/audit-logs/checkpoints/latest', { token: admin.token, headers: { accept: 'text/plain' } });
+        assert.equal(note.status, 200);
+        saved = note.text;
+        const before = await verifyRoute(admin);
+        assertOk(before);
+        assert.ok(before.records_checked > kept);
+
+        await committed(server.owner, async (q) => {
+          await q.query('DELETE FROM audit_log WHERE id IN (SELECT record_id FROM audit_seal WHERE seq >= $1)', [kept]);
+          await q.query('DELETE FROM audit_seal WHERE seq >= $1', [kept]);
+          await q.query('DELETE FROM audit_tree_nodes WHERE (idx + 1) * (1::bigint << level) > $1', [kept]);
+          await q.query('DELETE FROM audit_checkpoints WHERE tree_size > $1', [kept]);
+        });
+        const after = await verifyRoute(admin);
+        assertOk(after);
+        assert.equal(after.records_checked, kept);
+        assert.equal(after.head?.root_hash, older.root_hash);
+      } finally {
+        await server.close();
+      }
+      // PGlite allows one process: the CLI opens the database once the server has let go of it.
+      if (!onPostgres) {
+        await database.drop();
+        dropped = true;
+      }
+      const env = { DATA_DIR: dir, AUDIT_SIGNING_KEY: TEST_SIGNING_KEY, ...(database.databaseUrl ? { DATABASE_URL: database.databaseUrl } : {}) };
+      const savedFile = path.join(dir, 'saved.note');
+      const olderFile = path.join(dir, 'older.note');
+      writeFileSync(savedFile, saved);
+      writeFileSync(olderFile, older!.note);
+
+      const alone = await runCli(['audit', 'verify'], env);
+      assert.equal(alone.code, 0, `the database alone should verify:\n${alone.stdout}${alone.stderr}`);
+      assert.match(alone.stdout, /^OK: /);
+
+      // A checkpoint the truncated log still extends is accepted.
+      const extended = await runCli(['audit', 'verify', '--checkpoint', olderFile], env);
+      assert.equal(extended.code, 0, extended.stdout + extended.stderr);
+      assert.match(extended.stdout, /extends the saved checkpoint/);
+
+      const caught = await runCli(['audit', 'verify', '--checkpoint', savedFile], env);
+      assert.equal(caught.code, 1, caught.stdout + caught.stderr);
+      assert.match(caught.stderr, /verification FAILED/);
+      assert.match(caught.stderr, new RegExp(`${kept} sealed records, fewer than the \\d+ of the saved checkpoint: its tail was removed`));
+    } finally {
+      if (!dropped) await database.drop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
