@@ -8,13 +8,15 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { DatabaseUnavailableError, waitForPostgres } from '../src/db/wait.js';
 import { APP_ROLE, createPostgresDatabase } from '../src/db/postgres.js';
 import { ensureFirstAdmin } from '../src/first-admin.js';
 import { createLogger } from '../src/logger.js';
 import { DataDirLockedError, LOCK_FILE, lockDataDir } from '../src/ops/data-dir-lock.js';
 import { createDeps } from '../src/runtime.js';
 import { loadSecrets } from '../src/secrets.js';
-import { ROOT, spawnServer, type ServerProcess } from './helpers/process.js';
+import net from 'node:net';
+import { freePort, ROOT, spawnServer, type ServerProcess } from './helpers/process.js';
 import { createTestDatabase, needsPostgres, onPostgres, type TestDatabase } from './helpers/server.js';
 
 
@@ -231,4 +233,162 @@ test('refuses a DATA_DIR/jwt-secret shorter than 32 characters, naming the file'
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }
+});
+
+describe('configuration that helps', { concurrency: true }, () => {
+  test('several invalid variables are reported at once, in one message naming each, with exit code 2', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-badconfig-'));
+    try {
+      const proc = await spawnServer({
+        DATA_DIR: dataDir, LOG_LEVEL: 'loud', TRUST_PROXY: 'not-a-cidr', CORS_ORIGINS: 'app.example.com', DATABASE_POOL_SIZE: '0', JWT_SECRET: 'short',
+      });
+      assert.equal(await proc.exited, 2);
+      const output = proc.output();
+      assert.match(output, /Configuration error: 5 settings are invalid:/);
+      for (const name of ['LOG_LEVEL', 'TRUST_PROXY', 'CORS_ORIGINS', 'DATABASE_POOL_SIZE', 'JWT_SECRET']) {
+        assert.match(output, new RegExp(`^  - ${name}\\b`, 'm'), `${name} is not listed in:\n${output}`);
+      }
+      assert.ok(!existsSync(path.join(dataDir, 'pglite')), 'it went on to open the database');
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('loadConfig collects every problem in ConfigError.problems, DATABASE_URL once', () => {
+    assert.throws(
+      () => loadConfig({ PORT: '70000', DATABASE_URL: 'mysql://db/teamlog', REDIS_URL: 'http://redis', ADMIN_EMAIL: 'nobody' }),
+      (err: Error) => {
+        assert.ok(err instanceof ConfigError);
+        assert.deepEqual(err.problems.map((p) => p.split(' ')[0]), ['PORT', 'DATABASE_URL', 'REDIS_URL', 'ADMIN_EMAIL']);
+        return true;
+      },
+    );
+  });
+
+  test('an unreachable DATABASE_URL is retried, then the start stops naming DATABASE_URL and never the password', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-nodb-'));
+    const closedPort = await freePort(); // nothing listens there
+    const password = 'hunter2-very-secret';
+    try {
+      const proc = await spawnServer({
+        DATA_DIR: dataDir,
+        DATABASE_URL: `postgres://teamlog:${password}@127.0.0.1:${closedPort}/teamlog`,
+        DATABASE_STARTUP_TIMEOUT_MS: '2000',
+      });
+      assert.equal(await proc.exited, 1);
+      const gaveUp = Date.now();
+      const output = proc.output();
+      // From the first attempt's warning (its log time) to the exit: the 2 s window, and no more.
+      const firstRetry = output.split('\n').find((line) => line.includes('does not answer yet'));
+      assert.ok(firstRetry, `no retry was logged:\n${output}`);
+      const waited = gaveUp - (JSON.parse(firstRetry) as { time: number }).time;
+      assert.ok(waited < 2000 + 3000, `it gave up ${waited} ms after the first attempt`);
+      assert.match(output, new RegExp(`PostgreSQL at DATABASE_URL \\(postgres://teamlog@127\\.0\\.0\\.1:${closedPort}/teamlog\\) does not answer yet`));
+      assert.match(output, new RegExp(`Teamlog cannot start: PostgreSQL at DATABASE_URL \\(postgres://teamlog@127\\.0\\.0\\.1:${closedPort}/teamlog\\) did not answer within \\d+ s \\(\\d+ attempts\\): connect ECONNREFUSED 127\\.0\\.0\\.1:${closedPort}\\. Check that it runs and that DATABASE_URL points at it\\.$`, 'm'));
+      assert.ok(!output.includes(password), `the password was written:\n${output}`);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('a port already in use is reported before any database work, with exit code 1', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-busyport-'));
+    const busy = net.createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    const port = (busy.address() as net.AddressInfo).port;
+    try {
+      // Embedded: the database under DATA_DIR is never opened (nor locked).
+      const embedded = await spawnServer({ DATA_DIR: dataDir, PORT: String(port) });
+      assert.equal(await embedded.exited, 1);
+      assert.match(embedded.output(), new RegExp(`Teamlog cannot start: PORT ${port} is already in use on 127\\.0\\.0\\.1`));
+      assert.ok(!existsSync(path.join(dataDir, 'pglite')), 'the embedded database was opened');
+      assert.ok(!existsSync(path.join(dataDir, LOCK_FILE)), 'DATA_DIR was locked');
+      // PostgreSQL: said at once, not after waiting 30 s for a database that does not answer.
+      const server = await spawnServer({ DATA_DIR: dataDir, PORT: String(port), DATABASE_URL: `postgres://teamlog@127.0.0.1:${await freePort()}/teamlog` });
+      assert.equal(await server.exited, 1);
+      assert.match(server.output(), /is already in use/);
+      assert.ok(!server.output().includes('does not answer'), 'it tried the database first');
+    } finally {
+      busy.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('a .env in the working directory is loaded, and never overrides a variable already set', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'teamlog-dotenv-'));
+    let database: TestDatabase | undefined;
+    try {
+      if (onPostgres) database = await createTestDatabase();
+      const dataDir = path.join(dir, 'data');
+      writeFileSync(
+        path.join(dir, '.env'),
+        [
+          '# a comment',
+          'ADMIN_EMAIL=dotenv-admin@example.com',
+          "ADMIN_PASSWORD='from the .env file'",
+          `DATA_DIR=${dataDir}`,
+          ...(database ? [`DATABASE_URL=${database.databaseUrl!}`] : []),
+          'PORT=1', // set in the environment too: the environment's wins, or the start would fail
+          'LOG_LEVEL=silent', // likewise
+          '',
+        ].join('\n'),
+      );
+      const proc = await spawnServer({ LOG_LEVEL: 'info' }, { cwd: dir });
+      try {
+        await proc.waitReady();
+        await proc.waitForOutput('/docs');
+        assert.match(proc.output(), new RegExp(`Environment read from ${path.join(dir, '.env').replaceAll('.', '\\.')}`));
+        assert.match(proc.output(), /First ADMIN created: dotenv-admin@example\.com with the password from ADMIN_PASSWORD/);
+        assert.ok(existsSync(path.join(dataDir, 'jwt-secret')), 'DATA_DIR from .env was not used');
+        const login = await postJson(`${proc.url}/api/v1/auth/login`, { email: 'dotenv-admin@example.com', password: 'from the .env file' });
+        assert.equal(login.status, 200);
+      } finally {
+        assert.equal(await proc.stop(), 0);
+      }
+    } finally {
+      await database?.drop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('.env.example lists every variable config.ts reads, and loads as a valid configuration', () => {
+    const source = readFileSync(path.join(ROOT, 'src/config.ts'), 'utf8');
+    const read = new Set([...source.matchAll(/\benv(?:, '|\.)([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!));
+    const example = readFileSync(path.join(ROOT, '.env.example'), 'utf8');
+    const listed = [...example.matchAll(/^([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]!);
+    assert.deepEqual([...read].filter((name) => !listed.includes(name)), [], 'variables missing from .env.example');
+    assert.deepEqual(listed.filter((name) => !read.has(name)), [], 'variables in .env.example that config.ts does not read');
+    for (const name of listed) assert.match(example, new RegExp(`^# .+\\n(?:#.*\\n)*(?:[A-Z_]+=.*\\n)*${name}=`, 'm'), `${name} has no comment`);
+    const env = Object.fromEntries(listed.map((name) => [name, example.match(new RegExp(`^${name}=(.*)$`, 'm'))![1]!]));
+    assert.doesNotThrow(() => loadConfig(env));
+  });
+});
+
+test('waitForPostgres retries a server that does not answer yet, and fails at once on a refusal', async () => {
+  const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+  let attempts = 0;
+  const retries: string[] = [];
+  await waitForPostgres('postgres://u:secret@db:5432/teamlog', {
+    name: 'DATABASE_URL',
+    timeoutMs: 10_000,
+    onRetry: (m) => retries.push(m),
+    probe: async () => {
+      if (++attempts < 3) throw refused;
+    },
+  });
+  assert.equal(attempts, 3);
+  assert.equal(retries.length, 2);
+  assert.match(retries[0]!, /^PostgreSQL at DATABASE_URL \(postgres:\/\/u@db:5432\/teamlog\) does not answer yet \(connect ECONNREFUSED 127\.0\.0\.1:5432\); trying again in 250 ms$/);
+  assert.ok(!retries.join('').includes('secret'));
+
+  const badPassword = Object.assign(new Error('password authentication failed for user "u"'), { code: '28P01' });
+  let tries = 0;
+  await assert.rejects(
+    waitForPostgres('postgres://u:secret@db:5432/teamlog', { name: 'MIGRATION_DATABASE_URL', timeoutMs: 10_000, probe: async () => {
+      tries++;
+      throw badPassword;
+    } }),
+    (err: Error) => err instanceof DatabaseUnavailableError && /^MIGRATION_DATABASE_URL \(postgres:\/\/u@db:5432\/teamlog\) refused the connection: 28P01/.test(err.message),
+  );
+  assert.equal(tries, 1);
 });

@@ -1,11 +1,10 @@
-// GET /realtime-demo: one self-contained page a person can use to try real-time (API.md
-// section 6): log in, connect with the socket.io client the service serves itself, watch the
-// messages, notifications and presence arrive, send a message and see its acknowledgement,
-// disconnect and reconnect (replay from the last event_id), log out. No build step, no
-// framework, nothing from another origin. Ready for a strict Content-Security-Policy: no inline
-// event handlers or style attributes, and SCRIPT can move to a file of its own unchanged (under
-// helmet's default script-src 'self' the inline <script> is blocked: serve SCRIPT at its own URL
-// or allow its hash).
+// GET /realtime-demo: one page a person can use to try real-time (API.md section 6): log in,
+// connect with the socket.io client the service serves itself, watch the messages,
+// notifications and presence arrive, send a message and see its acknowledgement, disconnect and
+// reconnect (replay from the last event_id), log out. No build step, no framework, nothing from
+// another origin. Its script and its styles are files of their own (/realtime-demo.js,
+// /realtime-demo.css) and it has no inline event handlers or style attributes, so the page runs
+// under a strict Content-Security-Policy (script-src 'self', style-src 'self': http/plugins.ts).
 // Anything from the server or the user is shown with textContent, never as HTML.
 import type { FastifyInstance } from 'fastify';
 
@@ -200,6 +199,16 @@ $('logout').addEventListener('click', async () => {
 });
 `;
 
+const STYLE = `
+body { font: 15px/1.4 system-ui, sans-serif; margin: 1rem auto; max-width: 70rem; padding: 0 1rem; color: #222; }
+main { display: grid; grid-template-columns: 2fr 1fr; gap: 1rem; }
+section { border: 1px solid #ccc; border-radius: 6px; padding: .5rem 1rem; margin-bottom: 1rem; }
+ol, ul { padding-left: 1.2rem; overflow-wrap: anywhere; }
+.time, .event-id, .room { color: #777; } .author, .kind { font-weight: 600; }
+form, #session p { margin: .5rem 0 1rem; } #message-text { width: 30rem; max-width: 100%; }
+[role=alert] { color: #b00020; } #notice { background: #fff3cd; padding: .5rem; }
+`;
+
 const PAGE = `<!doctype html>
 <html lang="en">
 <head>
@@ -207,15 +216,7 @@ const PAGE = `<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Teamlog real-time demo</title>
 <link rel="icon" href="data:,">
-<style>
-  body { font: 15px/1.4 system-ui, sans-serif; margin: 1rem auto; max-width: 70rem; padding: 0 1rem; color: #222; }
-  main { display: grid; grid-template-columns: 2fr 1fr; gap: 1rem; }
-  section { border: 1px solid #ccc; border-radius: 6px; padding: .5rem 1rem; margin-bottom: 1rem; }
-  ol, ul { padding-left: 1.2rem; overflow-wrap: anywhere; }
-  .time, .event-id, .room { color: #777; } .author, .kind { font-weight: 600; }
-  form, #session p { margin: .5rem 0 1rem; } #message-text { width: 30rem; max-width: 100%; }
-  [role=alert] { color: #b00020; } #notice { background: #fff3cd; padding: .5rem; }
-</style>
+<link rel="stylesheet" href="/realtime-demo.css">
 </head>
 <body>
 <h1>Teamlog real-time demo</h1>
@@ -249,14 +250,21 @@ const PAGE = `<!doctype html>
   </div>
 </main>
 <script src="/socket.io/socket.io.min.js"></script>
-<script>${SCRIPT}</script>
+<script src="/realtime-demo.js"></script>
 </body>
 </html>
 `;
 
 export function registerRealtimeDemo(app: FastifyInstance): void {
-  app.get('/realtime-demo', { schema: { hide: true } }, async (_request, reply) => {
-    reply.header('content-type', 'text/html; charset=utf-8').header('cache-control', 'no-store');
-    return PAGE;
-  });
+  const files: Array<[string, string, string]> = [
+    ['/realtime-demo', 'text/html; charset=utf-8', PAGE],
+    ['/realtime-demo.js', 'text/javascript; charset=utf-8', SCRIPT],
+    ['/realtime-demo.css', 'text/css; charset=utf-8', STYLE],
+  ];
+  for (const [url, type, body] of files) {
+    app.get(url, { schema: { hide: true } }, async (_request, reply) => {
+      reply.header('content-type', type).header('cache-control', 'no-store');
+      return body;
+    });
+  }
 }

@@ -1,10 +1,16 @@
 // The real server process (`node --import tsx src/server.ts`), for tests of what only a whole
 // process shows: start-up, shutdown, configuration errors, and the log it writes.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+/** tsx's loader and the server's entry, by absolute path: the process may run in any directory. */
+const TSX = import.meta.resolve('tsx');
+const SERVER = path.join(ROOT, 'src/server.ts');
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function freePort(): Promise<number> {
@@ -27,12 +33,26 @@ export interface ServerProcess {
   stop(): Promise<number | null>;
 }
 
-/** `node --import tsx src/server.ts` with exactly the given environment (nothing inherited but PATH and HOME). */
-export async function spawnServer(env: Record<string, string>): Promise<ServerProcess> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: String(port), ...env },
+export interface SpawnOptions {
+  /**
+   * The working directory, where the server looks for a .env file. By default the test's own
+   * DATA_DIR, so that a developer's .env in the project never reaches a test's server.
+   */
+  cwd?: string;
+}
+
+/**
+ * `node --import tsx src/server.ts` with exactly the given environment (nothing inherited but
+ * PATH and HOME), on a free port unless env says PORT.
+ */
+export async function spawnServer(env: Record<string, string>, opts: SpawnOptions = {}): Promise<ServerProcess> {
+  const port = env.PORT !== undefined ? Number(env.PORT) : await freePort();
+  const child = spawn(process.execPath, ['--import', TSX, SERVER], {
+    cwd: opts.cwd ?? (env.DATA_DIR !== undefined && existsSync(env.DATA_DIR) ? env.DATA_DIR : tmpdir()),
+    env: {
+      PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', TSX_TSCONFIG_PATH: path.join(ROOT, 'tsconfig.json'),
+      LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: String(port), ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -9,9 +9,14 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = asyn
   app.post('/auth/login', {
     config: { public: true },
     schema: {
+      operationId: 'login',
       tags: ['auth'],
       summary: 'Log in with email and password',
-      description: 'Throttled: 5 failures per email or 20 per address within 15 minutes lock further attempts (429).',
+      description:
+        'Anyone. Answers an access token (a short-lived JWT, `expires_in` seconds) and a refresh token. A wrong email or ' +
+        'password is the same 401 INVALID_CREDENTIALS; a deactivated account is 403 ACCOUNT_DEACTIVATED, told only after the ' +
+        'password verified. Throttled: 5 failures per email or 20 per address within 15 minutes lock further attempts (429 ' +
+        'with Retry-After). Writes LOGIN_SUCCESS or LOGIN_FAILURE. Idempotency-Key is ignored here.',
       body: LoginBody,
       response: { 200: LoginResponse, ...errorResponses(400, 401, 403, 429) },
     },
@@ -25,9 +30,12 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = asyn
   app.post('/auth/refresh', {
     config: { public: true },
     schema: {
+      operationId: 'refreshTokens',
       tags: ['auth'],
       summary: 'Exchange a refresh token for a new pair',
-      description: 'The presented token is spent. Presenting a spent token again revokes the whole session (SESSION_REVOKED).',
+      description:
+        'Anyone holding a refresh token. The presented token is spent. Presenting a spent token again revokes the whole ' +
+        'session (theft detection; writes SESSION_REVOKED) and is 401 TOKEN_REVOKED.',
       body: RefreshBody,
       response: { 200: TokenPairSchema, ...errorResponses(400, 401, 403) },
     },
@@ -35,7 +43,14 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = asyn
   });
 
   app.post('/auth/logout', {
-    schema: { tags: ['auth'], summary: 'End this session', security: [{ bearer: [] }], response: { 204: NoContent, ...errorResponses(401) } },
+    schema: {
+      operationId: 'logout',
+      tags: ['auth'],
+      summary: 'End this session',
+      description: "This session's access and refresh tokens stop working at once, on every instance. Writes LOGOUT.",
+      security: [{ bearer: [] }],
+      response: { 204: NoContent, ...errorResponses(401) },
+    },
     handler: async (request, reply) => {
       await auth.logout(authedContext(request));
       return reply.code(204).send(null);
@@ -44,9 +59,10 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = asyn
 
   app.put('/auth/password', {
     schema: {
+      operationId: 'changePassword',
       tags: ['auth'],
       summary: 'Change your password',
-      description: 'Every other session of the user is revoked. A wrong current_password is 403 and counts toward the login throttle.',
+      description: 'Every other session of the user is revoked. A wrong current_password is 403 INVALID_CREDENTIALS and counts toward the login throttle. Writes PASSWORD_CHANGED.',
       security: [{ bearer: [] }],
       body: PasswordBody,
       response: { 204: NoContent, ...errorResponses(400, 401, 403, 429) },

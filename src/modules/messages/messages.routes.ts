@@ -12,7 +12,9 @@ const security = [{ bearer: [] }];
 export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesService }> = async (app, { messages }) => {
   app.get('/messages', {
     schema: {
-      tags: ['messages'], summary: "A room's messages, newest first (cursor pages back)", security,
+      operationId: 'listMessages', tags: ['messages'], summary: "A room's messages, newest first (cursor pages back)",
+      description: '`general` is every user\'s; `project:<id>` is that project\'s members\' (anyone else: 404).',
+      security,
       querystring: Type.Object({ room: Type.Optional(Room), ...PageQuery }, { additionalProperties: false }),
       response: { 200: Page(Message), ...errorResponses(400, 401, 404) },
     },
@@ -24,7 +26,7 @@ export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesServi
 
   app.post('/messages', {
     schema: {
-      tags: ['messages'], summary: 'Send a message to a room you may use (default general)', security,
+      operationId: 'createMessage', tags: ['messages'], summary: 'Send a message to a room you may use (default general)', security,
       description: 'Answers 201 with the stored message but no Location header: messages have no URL of their own; read them with GET /messages?room=.',
       body: MessageBody,
       response: { 201: Message, ...errorResponses(400, 401, 404) },

@@ -16,7 +16,11 @@ const projectEtag = (p: ProjectRow) => versionEtag('project', p.id, p.version);
 
 export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsService }> = async (app, { projects }) => {
   app.get('/projects', {
-    schema: { tags: ['projects'], summary: 'Projects you belong to (ADMIN: all), newest first', security, querystring: ListQuery, response: { 200: Page(Project), ...errorResponses(400, 401) } },
+    schema: {
+      operationId: 'listProjects', tags: ['projects'], summary: 'Projects you belong to (ADMIN: all), newest first',
+      description: 'The projects the caller is a member of; an ADMIN sees every project.',
+      security, querystring: ListQuery, response: { 200: Page(Project), ...errorResponses(400, 401) },
+    },
     handler: async (request, reply) => {
       const page = await projects.list(authedContext(request).actor, pageRequest(request.query));
       return sendPage(request, reply, page, (ps) => ps.map(presentProject));
@@ -24,7 +28,12 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
   });
 
   app.post('/projects', {
-    schema: { tags: ['projects'], summary: 'Create a project; you become its OWNER', security, body: CreateProjectBody, response: { 201: Project, ...errorResponses(400, 401) } },
+    schema: {
+      operationId: 'createProject', tags: ['projects'], summary: 'Create a project; you become its OWNER',
+      description: 'Any authenticated user. Writes CREATE_PROJECT (and no ADD_PROJECT_MEMBER for the creator).',
+      security, body: CreateProjectBody, response: { 201: Project, ...errorResponses(400, 401) },
+      'x-response-headers': { 201: ['Location', 'ETag'] },
+    },
     handler: async (request, reply) => {
       const project = await projects.create(authedContext(request), request.body);
       reply.code(201).header('location', `${API_PREFIX}/projects/${project.id}`).header('etag', projectEtag(project));
@@ -33,7 +42,11 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
   });
 
   app.get('/projects/:id', {
-    schema: { tags: ['projects'], summary: 'A project (members and ADMINs)', security, params: IdParams, response: { 200: Project, ...errorResponses(400, 401, 404) } },
+    schema: {
+      operationId: 'getProject', tags: ['projects'], summary: 'A project (members and ADMINs)',
+      description: "Members and ADMINs; to anyone else it does not exist (404). Its ETag changes with any change to the project or its members.",
+      security, params: IdParams, response: { 200: Project, ...errorResponses(400, 401, 404) },
+    },
     handler: async (request, reply) => {
       const project = await projects.get(authedContext(request).actor, request.params.id);
       reply.header('etag', projectEtag(project));
@@ -43,7 +56,9 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
 
   app.put('/projects/:id', {
     schema: {
-      tags: ['projects'], summary: 'Update a project (OWNER or ADMIN)', security, params: IdParams, headers: ifMatch, body: UpdateProjectBody,
+      operationId: 'updateProject', tags: ['projects'], summary: 'Update a project (OWNER or ADMIN)',
+      description: 'OWNERs and ADMINs; a MEMBER gets 403. Setting the values it already has changes nothing.',
+      security, params: IdParams, headers: ifMatch, body: UpdateProjectBody,
       response: { 200: Project, ...errorResponses(400, 401, 403, 404, 412) },
     },
     handler: async (request, reply) => {
@@ -55,7 +70,9 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
 
   app.delete('/projects/:id', {
     schema: {
-      tags: ['projects'], summary: 'Delete a project with its tasks and messages (OWNER or ADMIN)', security, params: IdParams,
+      operationId: 'deleteProject', tags: ['projects'], summary: 'Delete a project with its tasks and messages (OWNER or ADMIN)',
+      description: 'OWNERs and ADMINs. Writes one DELETE_PROJECT record (with the number of tasks), none for the tasks.',
+      security, params: IdParams,
       response: { 204: NoContent, ...errorResponses(400, 401, 403, 404) },
     },
     handler: async (request, reply) => {
@@ -66,7 +83,9 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
 
   app.get('/projects/:id/members', {
     schema: {
-      tags: ['projects'], summary: "A project's members, by user id", security, params: IdParams, querystring: ListQuery,
+      operationId: 'listProjectMembers', tags: ['projects'], summary: "A project's members, by user id",
+      description: 'Members and ADMINs. Ordered by user id, ascending (the one list that is not newest first).',
+      security, params: IdParams, querystring: ListQuery,
       response: { 200: Page(Member), ...errorResponses(400, 401, 404) },
     },
     handler: async (request, reply) => {
@@ -77,7 +96,11 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
   });
 
   app.get('/projects/:id/members/:userId', {
-    schema: { tags: ['projects'], summary: 'One member of a project (members and ADMINs)', security, params: MemberParams, response: { 200: Member, ...errorResponses(400, 401, 404) } },
+    schema: {
+      operationId: 'getProjectMember', tags: ['projects'], summary: 'One member of a project (members and ADMINs)',
+      description: 'Members and ADMINs. 404 when the project is hidden from the caller or the user is not a member.',
+      security, params: MemberParams, response: { 200: Member, ...errorResponses(400, 401, 404) },
+    },
     handler: async (request) => {
       return presentMember(await projects.member(authedContext(request).actor, request.params.id, request.params.userId));
     },
@@ -85,9 +108,14 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
 
   app.put('/projects/:id/members/:userId', {
     schema: {
+      operationId: 'setProjectMember',
       tags: ['projects'],
       summary: 'Add a member (201) or change their role (200) (OWNER or ADMIN)',
-      description: 'Demoting the last OWNER is 409 LAST_OWNER. Setting the role a member already has changes nothing.',
+      description:
+        'OWNERs and ADMINs. A new member writes ADD_PROJECT_MEMBER (201, with Location); a role change writes ' +
+        'CHANGE_PROJECT_MEMBER_ROLE (200). Demoting the last OWNER is 409 LAST_OWNER. Setting the role a member already has ' +
+        "changes nothing. If-Match and the ETag answered are the project's.",
+      'x-response-headers': { 201: ['Location'] },
       security, params: MemberParams, headers: ifMatch, body: MemberBody,
       response: { 200: Member, 201: Member, ...errorResponses(400, 401, 403, 404, 409, 412) },
     },
@@ -103,7 +131,9 @@ export const projectsRoutes: FastifyPluginAsyncTypebox<{ projects: ProjectsServi
 
   app.delete('/projects/:id/members/:userId', {
     schema: {
-      tags: ['projects'], summary: 'Remove a member (OWNER, ADMIN, or the member themself); their tasks here are unassigned', security, params: MemberParams,
+      operationId: 'removeProjectMember', tags: ['projects'], summary: 'Remove a member (OWNER, ADMIN, or the member themself); their tasks here are unassigned',
+      description: 'OWNERs, ADMINs, or the member leaving. The last OWNER cannot be removed (409 LAST_OWNER). Writes REMOVE_PROJECT_MEMBER.',
+      security, params: MemberParams,
       response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 409) },
     },
     handler: async (request, reply) => {

@@ -14,7 +14,11 @@ const security = [{ bearer: [] }];
 
 export const profileRoutes: FastifyPluginAsyncTypebox<{ users: UsersService; audit: AuditService }> = async (app, { users, audit }) => {
   app.get('/profile', {
-    schema: { tags: ['profile'], summary: 'Your own user', security, response: { 200: User, ...errorResponses(401) } },
+    schema: {
+      operationId: 'getProfile', tags: ['profile'], summary: 'Your own user',
+      description: 'The caller, with their email. Its ETag is the one PUT /profile and PUT /users/{id} take in If-Match.',
+      security, response: { 200: User, ...errorResponses(401) },
+    },
     handler: async (request, reply) => {
       const { actor } = authedContext(request);
       const user = await users.get(actor.id);
@@ -25,7 +29,9 @@ export const profileRoutes: FastifyPluginAsyncTypebox<{ users: UsersService; aud
 
   app.put('/profile', {
     schema: {
-      tags: ['profile'], summary: 'Change your name', security, body: ProfileBody,
+      operationId: 'updateProfile', tags: ['profile'], summary: 'Change your name',
+      description: 'Setting the name you already have changes nothing. To change your email, use PUT /users/{id} with current_password.',
+      security, body: ProfileBody,
       headers: IfMatchHeader('user'),
       response: { 200: User, ...errorResponses(400, 401, 412) },
     },
@@ -39,6 +45,7 @@ export const profileRoutes: FastifyPluginAsyncTypebox<{ users: UsersService; aud
 
   app.get('/profile/security-log', {
     schema: {
+      operationId: 'listSecurityLog',
       tags: ['profile'],
       summary: 'Your own security events',
       description: 'LOGIN_SUCCESS, LOGIN_FAILURE, LOGOUT, PASSWORD_CHANGED, SESSION_REVOKED and UPDATE_USER_EMAIL records about your account, newest first. Actions by others on your account are shown without their ip and user_agent.',

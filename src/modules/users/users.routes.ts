@@ -14,7 +14,11 @@ const expectedUserVersion = (request: Parameters<typeof expectedVersion>[0], id:
 
 export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = async (app, { users }) => {
   app.get('/users', {
-    schema: { tags: ['users'], summary: 'List users (newest first)', security, querystring: UserListQuery, response: { 200: Page(User), ...errorResponses(400, 401) } },
+    schema: {
+      operationId: 'listUsers', tags: ['users'], summary: 'List users (newest first)',
+      description: 'Any authenticated user. Filters combine with AND; `q` matches names, and for ADMINs also emails. Email is shown only to ADMINs and to the user themself.',
+      security, querystring: UserListQuery, response: { 200: Page(User), ...errorResponses(400, 401) },
+    },
     handler: async (request, reply) => {
       const { actor } = authedContext(request);
       const { limit, cursor, ...filters } = request.query;
@@ -24,7 +28,12 @@ export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = a
   });
 
   app.post('/users', {
-    schema: { tags: ['users'], summary: 'Create a user (ADMIN)', security, body: CreateUserBody, response: { 201: User, ...errorResponses(400, 401, 403, 409) } },
+    schema: {
+      operationId: 'createUser', tags: ['users'], summary: 'Create a user (ADMIN)',
+      description: 'ADMIN only (anyone else: 403, recorded as a DENIED CREATE_USER). An email already taken is 409 EMAIL_TAKEN. Writes CREATE_USER.',
+      security, body: CreateUserBody, response: { 201: User, ...errorResponses(400, 401, 403, 409) },
+      'x-response-headers': { 201: ['Location', 'ETag'] },
+    },
     handler: async (request, reply) => {
       const ctx = authedContext(request);
       const user = await users.create(ctx, request.body);
@@ -34,7 +43,11 @@ export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = a
   });
 
   app.get('/users/:id', {
-    schema: { tags: ['users'], summary: 'Get a user', security, params: IdParams, response: { 200: User, ...errorResponses(400, 401, 404) } },
+    schema: {
+      operationId: 'getUser', tags: ['users'], summary: 'Get a user',
+      description: 'Any authenticated user. Email is shown only to ADMINs and to the user themself; the two views carry different ETags.',
+      security, params: IdParams, response: { 200: User, ...errorResponses(400, 401, 404) },
+    },
     handler: async (request, reply) => {
       const { actor } = authedContext(request);
       const user = await users.get(request.params.id);
@@ -45,9 +58,12 @@ export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = a
 
   app.put('/users/:id', {
     schema: {
+      operationId: 'updateUser',
       tags: ['users'],
       summary: 'Update a user (ADMIN or self)',
-      description: 'A change of email writes UPDATE_USER_EMAIL; setting the values the user already has changes nothing.',
+      description:
+        'An ADMIN, or the user themself. Changing your own email needs current_password (a wrong one is 403 and counts toward the ' +
+        'login throttle). A change of email writes UPDATE_USER_EMAIL; setting the values the user already has changes nothing.',
       security, params: IdParams, headers: ifMatchHeader, body: UpdateUserBody,
       response: { 200: User, ...errorResponses(400, 401, 403, 404, 409, 412, 429) },
     },
@@ -61,7 +77,9 @@ export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = a
 
   app.put('/users/:id/role', {
     schema: {
-      tags: ['users'], summary: "Set a user's role (ADMIN)", security, params: IdParams, headers: ifMatchHeader, body: RoleBody,
+      operationId: 'setUserRole', tags: ['users'], summary: "Set a user's role (ADMIN)",
+      description: 'ADMIN only. The last active ADMIN cannot be demoted (409 LAST_ADMIN). Writes CHANGE_USER_ROLE when the role changes; a demoted user is downgraded at once.',
+      security, params: IdParams, headers: ifMatchHeader, body: RoleBody,
       response: { 200: User, ...errorResponses(400, 401, 403, 404, 409, 412) },
     },
     handler: async (request, reply) => {
@@ -74,8 +92,10 @@ export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = a
 
   app.put('/users/:id/active', {
     schema: {
-      tags: ['users'], summary: 'Activate or deactivate a user (ADMIN)',
-      description: "Deactivation revokes the user's sessions at once.",
+      operationId: 'setUserActive', tags: ['users'], summary: 'Activate or deactivate a user (ADMIN)',
+      description:
+        "ADMIN only. Deactivation revokes the user's sessions and disconnects their sockets at once; the last active ADMIN cannot be " +
+        'deactivated (409 LAST_ADMIN). Writes DEACTIVATE_USER or ACTIVATE_USER when the flag changes.',
       security, params: IdParams, headers: ifMatchHeader, body: ActiveBody,
       response: { 200: User, ...errorResponses(400, 401, 403, 404, 409, 412) },
     },
@@ -88,7 +108,14 @@ export const usersRoutes: FastifyPluginAsyncTypebox<{ users: UsersService }> = a
   });
 
   app.delete('/users/:id', {
-    schema: { tags: ['users'], summary: 'Delete a user (ADMIN)', security, params: IdParams, response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 409) } },
+    schema: {
+      operationId: 'deleteUser', tags: ['users'], summary: 'Delete a user (ADMIN)',
+      description:
+        'ADMIN only. Deletes their posts, likes, messages, notifications and sessions, unassigns their tasks and removes their ' +
+        'memberships; audit records naming them stay. 409 LAST_ADMIN for the last active ADMIN, 409 LAST_OWNER (naming the ' +
+        'projects) for the only OWNER of a project. Writes DELETE_USER.',
+      security, params: IdParams, response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 409) },
+    },
     handler: async (request, reply) => {
       await users.remove(authedContext(request), request.params.id);
       return reply.code(204).send(null);

@@ -1,0 +1,79 @@
+#!/usr/bin/env node
+// npm run build: compiles src/ into dist/ (tsc -p tsconfig.build.json), then writes beside it
+//   dist/.build-stamp     a hash of everything the compiled output depends on
+//   dist/build-info.json  the commit it was built from (git rev-parse HEAD), for /api/v1/version
+//
+//   --if-changed   compile only when the inputs' hash differs from the stamp, or dist/ lacks an
+//                  entry point (what `npm start` runs, so that a second start does not recompile)
+//
+// The hash is of the files' contents, not their times: a checkout, a copy or a touch does not
+// set off a build, and an edit reverted does not leave a stale one.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const DIST = path.join(ROOT, 'dist');
+const STAMP = path.join(DIST, '.build-stamp');
+const BUILD_INFO = path.join(DIST, 'build-info.json');
+/** What tsc reads: the sources, its configuration, and the installed packages' versions (types). */
+const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
+const ENTRY_POINTS = ['server.js', 'cli.js', 'seed.js'];
+
+function listFiles(p) {
+  if (!existsSync(p)) return [];
+  if (!statSync(p).isDirectory()) return [p];
+  return readdirSync(p)
+    .sort()
+    .flatMap((name) => listFiles(path.join(p, name)));
+}
+
+export function inputsHash() {
+  const hash = createHash('sha256');
+  for (const file of INPUTS.flatMap((input) => listFiles(path.join(ROOT, input)))) {
+    hash.update(path.relative(ROOT, file)).update('\0').update(readFileSync(file)).update('\0');
+  }
+  return hash.digest('hex');
+}
+
+function currentCommit() {
+  try {
+    return execFileSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+  } catch {
+    return undefined; // no git, or not a checkout (a container build): TEAMLOG_COMMIT can say it
+  }
+}
+
+/** Rewritten only when it changes, so that an unchanged tree leaves dist/ as it was. */
+function writeBuildInfo() {
+  const commit = currentCommit();
+  const text = `${JSON.stringify(commit ? { commit } : {})}\n`;
+  const old = existsSync(BUILD_INFO) ? readFileSync(BUILD_INFO, 'utf8') : undefined;
+  if (old !== text) writeFileSync(BUILD_INFO, text);
+}
+
+const ifChanged = process.argv.includes('--if-changed');
+const started = performance.now();
+const hash = inputsHash();
+const upToDate =
+  existsSync(STAMP) && readFileSync(STAMP, 'utf8').trim() === hash && ENTRY_POINTS.every((f) => existsSync(path.join(DIST, f)));
+
+if (ifChanged && upToDate) {
+  writeBuildInfo();
+  console.log(`dist/ is up to date with src/ (checked in ${Math.round(performance.now() - started)} ms)`);
+} else {
+  if (ifChanged) console.log('src/ changed since the last build: compiling into dist/');
+  const tsc = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', path.join(ROOT, 'tsconfig.build.json')], {
+    cwd: ROOT,
+    stdio: 'inherit',
+  });
+  if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+  mkdirSync(DIST, { recursive: true });
+  writeBuildInfo();
+  // Written last: an interrupted or failed compile leaves no stamp claiming it succeeded.
+  writeFileSync(STAMP, `${hash}\n`);
+  console.log(`Built dist/ in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+}

@@ -1,0 +1,114 @@
+// The Fastify plugins a browser-facing API is expected to have: CORS, security headers and
+// response compression. Registered first, so that every response has their headers, the
+// refusals of the conventions' own hooks (406, 415) and the preflights included.
+import compress from '@fastify/compress';
+import cors from '@fastify/cors';
+import helmet from '@fastify/helmet';
+import type { FastifyInstance } from 'fastify';
+import type { Config } from '../config.js';
+
+/** Responses smaller than this are sent as they are: compressing them costs more than it saves. */
+const COMPRESS_THRESHOLD = 1024;
+
+/** Routes that serve HTML to a browser: the API reference and the real-time demo. */
+const DOCS = '/docs';
+const DEMO = '/realtime-demo';
+const under = (url: string, prefix: string) => url === prefix || url.startsWith(`${prefix}/`) || url.startsWith(`${prefix}.`);
+
+/**
+ * JSON answers load nothing, run nothing and may not be framed: the strictest policy there is.
+ * A browser that is tricked into rendering one as a document runs none of it.
+ */
+const API_CSP = {
+  useDefaults: false,
+  directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"], baseUri: ["'none'"], formAction: ["'none'"] },
+};
+
+/**
+ * The pages: scripts and styles from this origin only, as files (no inline script or style, no
+ * eval). /realtime-demo serves its script as /realtime-demo.js and its styles as
+ * /realtime-demo.css. `connect-src 'self'` covers the API calls and the socket's websocket.
+ * No upgrade-insecure-requests: on plain http://127.0.0.1 it would send the page's own
+ * requests to an https:// that does not exist.
+ */
+const PAGE_CSP = {
+  useDefaults: false,
+  directives: {
+    defaultSrc: ["'self'"],
+    baseUri: ["'self'"],
+    connectSrc: ["'self'"],
+    fontSrc: ["'self'", 'data:'],
+    formAction: ["'self'"],
+    frameAncestors: ["'none'"],
+    imgSrc: ["'self'", 'data:'],
+    objectSrc: ["'none'"],
+    scriptSrc: ["'self'"],
+    scriptSrcAttr: ["'none'"],
+    styleSrc: ["'self'"],
+  },
+};
+
+/**
+ * Swagger UI 5 needs no inline script (its initializer is a file; @fastify/swagger-ui's
+ * static/csp.json lists no hash to allow), but its top bar's SVG logo carries one inline
+ * <style> (".logo_small_svg__cls-2{fill:#fff}…"), allowed by its hash rather than by
+ * 'unsafe-inline'. A new swagger-ui-dist may change it: test/plugins.test.ts renders /docs in
+ * Chromium and fails on any violation, naming the hash to put here.
+ */
+const SWAGGER_UI_LOGO_STYLE = "'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='";
+const DOCS_CSP = { ...PAGE_CSP, directives: { ...PAGE_CSP.directives, styleSrc: ["'self'", SWAGGER_UI_LOGO_STYLE] } };
+
+/** Headers a cross-origin front end may read, besides the CORS-safelisted ones. */
+const EXPOSED_HEADERS = [
+  'API-Version', 'Content-Disposition', 'Deprecation', 'ETag', 'Idempotent-Replayed', 'Link', 'Location',
+  'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After', 'Sunset', 'X-Request-Id',
+];
+/** Request headers a cross-origin front end may send (the API's whole contract). */
+const ALLOWED_HEADERS = ['Accept', 'Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'If-None-Match', 'X-Request-Id'];
+
+/** Besides what the types say: NDJSON (the audit export) compresses as well as JSON does. */
+const COMPRESSIBLE = /^(?:text\/(?!event-stream)|application\/(?:[\w.+-]+\+)?(?:json|x-ndjson|javascript|xml)(?:;|$))/;
+
+export async function registerHttpPlugins(app: FastifyInstance, config: Pick<Config, 'corsOrigins'>): Promise<void> {
+  await app.register(helmet, {
+    contentSecurityPolicy: API_CSP,
+    // The API is never framed; the pages are not either (frame-ancestors 'none' says it too).
+    xFrameOptions: { action: 'deny' },
+  });
+  // The pages' policy, on their routes whichever plugin declares them (@fastify/swagger-ui for
+  // /docs): a route's `config.helmet` is merged over the options above.
+  app.addHook('onRoute', (route) => {
+    const policy = under(route.url, DOCS) ? DOCS_CSP : under(route.url, DEMO) ? PAGE_CSP : undefined;
+    if (!policy) return;
+    route.config = { ...(route.config as object), helmet: { contentSecurityPolicy: policy } } as typeof route.config;
+  });
+
+  // Without CORS_ORIGINS, nothing: no header says another origin may read an answer, and a
+  // preflight is an OPTIONS like any other (204 with Allow, conventions.ts), which a browser
+  // takes as a refusal. With it, an allowed origin's preflight is answered here, before
+  // authentication (a preflight carries no credentials); any other origin is told nothing.
+  if (config.corsOrigins.length > 0) {
+    const anyOrigin = config.corsOrigins.includes('*');
+    const allowed = new Set(config.corsOrigins);
+    await app.register(cors, {
+      origin: (origin, callback) => callback(null, origin !== undefined && (anyOrigin || allowed.has(origin)) ? origin : false),
+      methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'],
+      allowedHeaders: ALLOWED_HEADERS,
+      exposedHeaders: EXPOSED_HEADERS,
+      // Bearer tokens, not cookies: the browser sends no credentials of its own.
+      credentials: false,
+      maxAge: 600,
+      // An OPTIONS with an Origin but no Access-Control-Request-Method is not a preflight: it
+      // gets the CORS headers and goes on, instead of a 400.
+      strictPreflight: false,
+    });
+  }
+
+  await app.register(compress, {
+    threshold: COMPRESS_THRESHOLD,
+    encodings: ['br', 'gzip', 'deflate'],
+    customTypes: COMPRESSIBLE,
+    // Request bodies stay uncompressed: a Content-Encoding on a request is 415 (API.md section 1).
+    globalDecompression: false,
+  });
+}
