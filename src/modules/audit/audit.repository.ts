@@ -1,6 +1,6 @@
 // Reading the audit log: keyset pagination (newest first by id) over any combination of
 // filters, each backed by an index (actor, resource, action, timestamp).
-import { where } from '../../db/conditions.js';
+import { where, type Condition } from '../../db/conditions.js';
 import type { Queryable } from '../../db/database.js';
 import { dynamicStatement, query, statements } from '../../db/statements.js';
 
@@ -43,17 +43,24 @@ const S = statements('audit', {
   personalData: 'SELECT ref, value FROM audit_personal_data WHERE ref = ANY ($1)',
 });
 
+/**
+ * The audit log's filters as conditions, in one place for the list and the export; `a` is the
+ * table's alias in the statement ('' when it has none).
+ */
+export function auditFilterConditions(f: AuditFilters, a = ''): Condition[] {
+  return [
+    [(p) => `${a}actor_id = ${p}`, f.actor_id],
+    [(p) => `${a}action = ANY(${p}::text[])`, f.action && f.action.length > 0 ? f.action : undefined],
+    [(p) => `${a}resource_type = ${p}`, f.resource_type],
+    [(p) => `${a}resource_id = ${p}`, f.resource_id],
+    [(p) => `${a}result = ${p}`, f.result],
+    [(p) => `${a}"timestamp" >= ${p}::timestamptz`, f.from, 'plan per value'],
+    [(p) => `${a}"timestamp" < ${p}::timestamptz`, f.to, 'plan per value'],
+  ];
+}
+
 function listStatement(f: AuditFilters, beforeId: number | undefined, limit: number) {
-  const { clause, params, prepareAs } = where('audit_list', [
-    [(p) => `actor_id = ${p}`, f.actor_id],
-    [(p) => `action = ANY(${p}::text[])`, f.action && f.action.length > 0 ? f.action : undefined],
-    [(p) => `resource_type = ${p}`, f.resource_type],
-    [(p) => `resource_id = ${p}`, f.resource_id],
-    [(p) => `result = ${p}`, f.result],
-    [(p) => `"timestamp" >= ${p}::timestamptz`, f.from, 'plan per value'],
-    [(p) => `"timestamp" < ${p}::timestamptz`, f.to, 'plan per value'],
-    [(p) => `id < ${p}`, beforeId],
-  ]);
+  const { clause, params, prepareAs } = where('audit_list', [...auditFilterConditions(f), [(p) => `id < ${p}`, beforeId]]);
   params.push(limit + 1);
   return { text: `SELECT ${COLUMNS} FROM audit_log ${clause} ORDER BY id DESC LIMIT $${params.length}`, params, prepareAs };
 }

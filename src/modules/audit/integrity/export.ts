@@ -9,9 +9,9 @@
 // checks it with the public key alone (verify-export.ts). CSV: the same records, one row each,
 // for people and spreadsheets, with cells that a spreadsheet would run as a formula defused.
 import type { Queryable } from '../../../db/database.js';
-import { where, type Condition } from '../../../db/conditions.js';
+import { where } from '../../../db/conditions.js';
 import { query, statements } from '../../../db/statements.js';
-import type { AuditFilters, AuditRow } from '../audit.repository.js';
+import { auditFilterConditions, type AuditFilters, type AuditRow } from '../audit.repository.js';
 import { resolvePersonalData } from '../audit.service.js';
 import { fetchNodes, latestCheckpoint } from './evidence.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
@@ -30,21 +30,9 @@ const S = statements('export', {
 type SealedExportRow = AuditRow & { seq: number; leaf_hash: Uint8Array };
 type PendingExportRow = AuditRow & { xact_id: string };
 
-function filterConditions(f: AuditFilters): Condition[] {
-  return [
-    [(p) => `a.actor_id = ${p}`, f.actor_id],
-    [(p) => `a.action = ANY(${p}::text[])`, f.action && f.action.length > 0 ? f.action : undefined],
-    [(p) => `a.resource_type = ${p}`, f.resource_type],
-    [(p) => `a.resource_id = ${p}`, f.resource_id],
-    [(p) => `a.result = ${p}`, f.result],
-    [(p) => `a."timestamp" >= ${p}::timestamptz`, f.from, 'plan per value'],
-    [(p) => `a."timestamp" < ${p}::timestamptz`, f.to, 'plan per value'],
-  ];
-}
-
 /** Sealed records with seq in [from, to) that match the filters, in seq order. */
 function sealedChunk(q: Queryable, f: AuditFilters, from: number, to: number, limit: number) {
-  const w = where('export_sealed', [[(p) => `s.seq >= ${p}`, from], [(p) => `s.seq < ${p}`, to], ...filterConditions(f)]);
+  const w = where('export_sealed', [[(p) => `s.seq >= ${p}`, from], [(p) => `s.seq < ${p}`, to], ...auditFilterConditions(f, 'a.')]);
   w.params.push(limit);
   return q.query<SealedExportRow>(
     `SELECT s.seq, s.leaf_hash, ${RECORD_COLUMNS} FROM audit_seal s JOIN audit_log a ON a.id = s.record_id ${w.clause} ORDER BY s.seq LIMIT $${w.params.length}`,
@@ -57,7 +45,7 @@ function sealedChunk(q: Queryable, f: AuditFilters, from: number, to: number, li
 function pendingChunk(q: Queryable, f: AuditFilters, after: { xact_id: string; record_id: number }, limit: number) {
   // The position travels as one parameter, "<xact_id>:<id>" (a condition has one placeholder).
   const position = (p: string) => `(a.xact_id, a.id) > (split_part(${p}, ':', 1)::xid8, split_part(${p}, ':', 2)::bigint)`;
-  const w = where('export_pending', [[position, `${after.xact_id}:${after.record_id}`], ...filterConditions(f)]);
+  const w = where('export_pending', [[position, `${after.xact_id}:${after.record_id}`], ...auditFilterConditions(f, 'a.')]);
   w.params.push(limit);
   return q.query<PendingExportRow>(
     `SELECT ${RECORD_COLUMNS}, a.xact_id::text AS xact_id FROM audit_log a ${w.clause} ORDER BY a.xact_id, a.id LIMIT $${w.params.length}`,
