@@ -43,9 +43,9 @@ SELECT origin FROM audit_log_origin;
 INSERT INTO audit_signing_keys (key_id, public_key, note_verifier_key) VALUES ($1, $2, $3)
    ON CONFLICT DO NOTHING;
 
--- evidence.sealedFrom (planned per call)
+-- evidence.sealedFrom (prepared)
 SELECT s.seq, s.record_id, s.leaf_hash, a.id, a.actor_id, a.action, a.resource_type, a.resource_id, a."timestamp", a.result, a.metadata, a.ip, a.user_agent, a.request_id, a.id IS NOT NULL AS present
-   FROM audit_seal s LEFT JOIN audit_log a ON a.id = s.record_id
+   FROM audit_seal s LEFT JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true
    WHERE s.seq >= $1 ORDER BY s.seq LIMIT $2;
 
 -- evidence.sealedSize (planned per call)

@@ -15,7 +15,8 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { databaseSession, migrate } from '../src/db/migrate.js';
 import { createPgliteDatabase } from '../src/db/pglite.js';
-import { CSV_COLUMNS, csvCell } from '../src/modules/audit/integrity/export.js';
+import type { AuditFilters } from '../src/modules/audit/audit.repository.js';
+import { CSV_COLUMNS, csvCell, exportAuditLog } from '../src/modules/audit/integrity/export.js';
 import { verifyInclusion } from '../src/modules/audit/integrity/merkle.js';
 import { recordLeaf, type SealedRecord } from '../src/modules/audit/integrity/sealed-form.js';
 import { ed25519PublicKeyRaw, formatVerifierKey, parseVerifierKey, publicKeyPem, type NoteVerifier } from '../src/modules/audit/integrity/signed-note.js';
@@ -331,6 +332,32 @@ describe('over HTTP', () => {
     // This export's own record was written before it was read: there, with or without a proof.
     assert.ok([...sealed, ...pending].some((r) => r.record.action === 'EXPORT_AUDIT_LOG' && r.record.actor_id === admin.id));
     writeFileSync(file('http-all.ndjson'), exp.lines.join('\n') + '\n');
+  });
+
+  test('block by block: with 4 seqs a block, complete blocks share their path above the block and the last takes the general proof; every line of the unfiltered and a filtered export verifies', async () => {
+    const collect = async (filters: AuditFilters) => {
+      let text = '';
+      for await (const part of exportAuditLog(server.owner, { filters, format: 'ndjson', chunk: 3, block: 4 })) text += part.toString();
+      return text;
+    };
+    for (const [name, filters] of [['blocks-all', {}], ['blocks-filtered', { action: ['CREATE_PROJECT'] }]] as Array<[string, AuditFilters]>) {
+      const text = await collect(filters);
+      const records = text.split('\n').filter((l) => l.startsWith('{"type":"record"')).map((l) => JSON.parse(l) as RecordLine);
+      const checkpoint = JSON.parse(text.trimEnd().split('\n').at(-1)!) as CheckpointLine;
+      // Several complete blocks, and a proof for each record as the tree itself gives it.
+      assert.ok(checkpoint.tree_size > 8, `tree size ${checkpoint.tree_size}`);
+      const root = Buffer.from(checkpoint.root_hash!, 'base64');
+      for (const r of records.filter((x) => x.seq !== null)) {
+        const leaf = recordLeaf(r.sealed);
+        assert.equal(r.leaf_hash, leaf.toString('base64'));
+        assert.ok(verifyInclusion(leaf, r.seq!, checkpoint.tree_size, r.audit_path!.map((h) => Buffer.from(h, 'base64')), root), `${name}: seq ${r.seq}`);
+      }
+      if (name === 'blocks-all') assert.deepEqual(records.filter((x) => x.seq !== null).map((x) => x.seq), [...Array(checkpoint.tree_size).keys()]);
+      else assert.ok(records.length > 0 && records.every((x) => x.record.action === 'CREATE_PROJECT'));
+      writeFileSync(file(`${name}.ndjson`), text);
+      const report = await verifyExportFile(file(`${name}.ndjson`), [parseVerifierKey(fromHttp.verifierKey)]);
+      assert.equal(report.ok, true, `${name}: ${report.problem}`);
+    }
   });
 
   test('filters: actor_id, a repeated action, result, from/to, alone and together: exactly the matching records, and the EXPORT_AUDIT_LOG record names them', async () => {

@@ -292,8 +292,8 @@ describe('each tamper, in a rolled-back transaction, caught by the verification 
     service = { origin, keyId: keys.body[0]!.key_id, signer, verifierKey: keys.body[0]!.note_verifier_key, trusted: [anchor] };
   });
 
-  /** The engine on q, as GET /audit-logs/verify runs it, in small chunks so that reads span several. */
-  const verify = (q: Queryable) => verifyDatabase(q, { anchors: [anchor], origin, chunk: 4 });
+  /** The engine on q, as GET /audit-logs/verify runs it, in small chunks read two ahead, so that reads span several and run past a gap. */
+  const verify = (q: Queryable) => verifyDatabase(q, { anchors: [anchor], origin, reads: { chunk: 4, ahead: 2 } });
 
   /** Verifies, tampers, verifies again: all inside one transaction that is rolled back. */
   const scenario = (tamper: (q: Queryable) => Promise<unknown>) =>
@@ -462,7 +462,7 @@ describe('each tamper, in a rolled-back transaction, caught by the verification 
             return q.query<R>(sql, params, opts);
           },
         };
-        const r = await verifyDatabase(live, { anchors: [anchor], origin, chunk });
+        const r = await verifyDatabase(live, { anchors: [anchor], origin, reads: { chunk, ahead: 1 } });
         assert.ok(sealedMeanwhile, 'the sealer had its turn');
         return r;
       });

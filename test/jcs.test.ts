@@ -3,7 +3,7 @@
 // data, byte for byte in UTF-8.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { canonicalize } from '../src/modules/audit/integrity/jcs.js';
+import { canonicalize, fieldsCanonicalizer } from '../src/modules/audit/integrity/jcs.js';
 
 const utf8Hex = (s: string): string => Buffer.from(s, 'utf8').toString('hex');
 
@@ -168,4 +168,16 @@ test('canonical text parses back to an equal value and is a fixed point', () => 
   assert.deepEqual(JSON.parse(text), value);
   assert.equal(canonicalize(JSON.parse(text)), text);
   assert.equal(text, '{"a":{"\\n":"\u2028","é":-1e-7},"e":{},"m":[],"z":[1,"two",{"a":0.5,"b":false,"c":null}]}');
+});
+
+test('a canonicalizer of fixed keys gives canonicalize() of the object holding just those keys, and fails where it fails', () => {
+  const keys = ['id', 'b', 'a', 'é', 'B', '\u20ac', 'z'] as const;
+  const pick = fieldsCanonicalizer(keys);
+  const values = [{ id: 1, b: 'x', a: null, é: [1, { y: 2, x: 1 }], B: true, '\u20ac': -0, z: 'line\nbreak', extra: 'left out' }, { id: 2, b: '', a: { k: 'v' }, é: 1e21, B: false, '\u20ac': 0.5, z: 'é' }];
+  for (const v of values) {
+    const only = Object.fromEntries(keys.map((k) => [k, v[k]]));
+    assert.equal(pick(v), canonicalize(only));
+  }
+  assert.throws(() => pick({ id: 1, b: 'x', a: null, é: 1, B: true, '\u20ac': 1 } as never), TypeError, 'a missing key is undefined');
+  assert.throws(() => pick({ ...values[0]!, a: '\ud800' }), TypeError);
 });

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
-  EMPTY_ROOT, TreeBuilder, consistencyProof, consistencyProofNodes, frontierNodes, inclusionProof, inclusionProofNodes,
+  EMPTY_ROOT, InclusionChecker, TreeBuilder, consistencyProof, consistencyProofNodes, frontierNodes, inclusionProof, inclusionProofNodes,
   leafHash, nodeHash, rootHash, rootNodes, verifyConsistency, verifyInclusion,
   type Hash, type NodeKey, type NodeSource,
 } from '../src/modules/audit/integrity/merkle.js';
@@ -277,6 +277,39 @@ test('for every tree of 1..70 leaves, every inclusion and consistency proof equa
   }
   // Both outcomes occur, so the model above is not vacuous either way.
   assert.ok(twins.inclusion > 0 && twins.consistency > 0 && twins.rejected > twins.inclusion + twins.consistency, JSON.stringify(twins));
+});
+
+test('the checker of many leaves in order answers as verifyInclusion does, for genuine, tampered and misplaced proofs, on every tree of 1..70 leaves', () => {
+  const MAX = 70;
+  const leaves = Array.from({ length: MAX }, (_, i) => leafHash(`entry ${i}`));
+  const { get, roots } = storeOf(leaves);
+  const b64 = (proof: Hash[]) => proof.map((h) => h.toString('base64'));
+  let compared = 0;
+  for (let size = 1; size <= MAX; size++) {
+    const root = roots[size]!;
+    const checker = new InclusionChecker(size, root);
+    for (let index = 0; index < size; index++) {
+      const proof = inclusionProof(index, size, get);
+      const leaf = leaves[index]!;
+      // Each variant right after the previous leaf's genuine proof was accepted, so that the
+      // checker has a state to meet: a tampered entry anywhere, above the meeting point too,
+      // must still fail.
+      const variants: Array<[string, Buffer, number, Hash[]]> = [
+        ...proof.map((_, i): [string, Buffer, number, Hash[]] => [`entry ${i} flipped`, leaf, index, proof.map((h, j) => (j === i ? Buffer.from(h).fill(h[0]! ^ 1, 0, 1) : h))]),
+        ['another leaf', leaves[(index + 1) % MAX]!, index, proof],
+        ['claimed one later', leaf, index + 1, proof],
+        ['the previous proof', leaf, index, index > 0 ? inclusionProof(index - 1, size, get) : proof.slice(0, -1)],
+        ['dropped', leaf, index, proof.slice(0, -1)],
+      ];
+      for (const [what, l, i, p] of variants) {
+        assert.equal(checker.verify(l, i, b64(p)), verifyInclusion(l, i, size, p, root), `leaf ${index} of ${size}: ${what}`);
+        compared++;
+      }
+      assert.equal(checker.verify(leaf, index, b64(proof)), true, `leaf ${index} of ${size}`);
+    }
+    assert.equal(checker.verify(leaves[0]!, 0, ['bm90IDMyIGJ5dGVz']), false, 'an entry that is not 32 bytes');
+  }
+  assert.ok(compared > 10_000, String(compared));
 });
 
 test('trivial proofs: the empty tree is consistent with any tree only under the empty root, and a tree with itself only under one root', () => {

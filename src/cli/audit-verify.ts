@@ -108,7 +108,7 @@ export const auditVerify: Command = {
         anchors = [noteVerifier(origin, loadSigningKey(config, () => {}).privateKey)];
       }
       const bar = progress('verifying');
-      const report = await verifyDatabase(db, { anchors, origin, external, chunk: db.kind === 'pglite' ? 5000 : 20_000, onProgress: (n, total) => bar.update(n, total) })
+      const report = await verifyDatabase(db, { anchors, origin, external, onProgress: (n, total) => bar.update(n, total) })
         .catch((err: unknown) => {
           if (err instanceof NoteError) throw new CliError(`the saved checkpoint: ${err.message}`);
           throw err;

@@ -65,7 +65,7 @@ export function createEvidenceService(db: Database, key: SigningKey, configuredO
 
     /** The filtered log as a stream of NDJSON or CSV text, read from the database as it is consumed. */
     exportStream(filters: AuditFilters, format: ExportFormat): Readable {
-      return Readable.from(exportAuditLog(db, { filters, format, chunk: 1000, block: db.kind === 'pglite' ? 1024 : 4096 }), { objectMode: false });
+      return Readable.from(exportAuditLog(db, { filters, format, chunk: 1000, block: 1024 }), { objectMode: false });
     },
 
     /** Verifies the whole log; the newest checkpoint must be under this service's own key. */
@@ -74,7 +74,6 @@ export function createEvidenceService(db: Database, key: SigningKey, configuredO
       return verifyDatabase(db, {
         anchors: [noteVerifier(id.origin, key.privateKey)],
         origin: id.origin,
-        chunk: db.kind === 'pglite' ? 2000 : 10_000,
         ...options,
       });
     },

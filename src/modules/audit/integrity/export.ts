@@ -16,6 +16,7 @@ import { resolvePersonalData } from '../audit.service.js';
 import { fetchNodes, latestCheckpoint } from './evidence.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
 import { inclusionProof, inclusionProofNodes, nodeHash, type Hash, type NodeKey } from './merkle.js';
+import { OutputBuffer, utf8Bound } from './output-buffer.js';
 import { sealedForm } from './sealed-form.js';
 
 export type ExportFormat = 'ndjson' | 'csv';
@@ -30,12 +31,16 @@ const S = statements('export', {
 type SealedExportRow = AuditRow & { seq: number; leaf_hash: Uint8Array };
 type PendingExportRow = AuditRow & { xact_id: string };
 
-/** Sealed records with seq in [from, to) that match the filters, in seq order. */
+/**
+ * Sealed records with seq in [from, to) that match the filters, in seq order. Each record by its
+ * key (the lateral subquery is not flattened): a block costs the same whatever the filters and
+ * the statistics, where a join left to the planner could scan all of audit_log for each block.
+ */
 function sealedChunk(q: Queryable, f: AuditFilters, from: number, to: number, limit: number) {
   const w = where('export_sealed', [[(p) => `s.seq >= ${p}`, from], [(p) => `s.seq < ${p}`, to], ...auditFilterConditions(f, 'a.')]);
   w.params.push(limit);
   return q.query<SealedExportRow>(
-    `SELECT s.seq, s.leaf_hash, ${RECORD_COLUMNS} FROM audit_seal s JOIN audit_log a ON a.id = s.record_id ${w.clause} ORDER BY s.seq LIMIT $${w.params.length}`,
+    `SELECT s.seq, s.leaf_hash, ${RECORD_COLUMNS} FROM audit_seal s JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true ${w.clause} ORDER BY s.seq LIMIT $${w.params.length}`,
     w.params,
     { prepareAs: w.prepareAs },
   );
@@ -64,11 +69,18 @@ export interface ExportOptions {
 }
 
 /**
- * A node source for the proofs of records in the aligned block of seqs [from, to) of a tree of
- * `size` leaves: complete subtrees inside the block hashed from its leaves (the rows already
- * carry them when the export is unfiltered), those outside it read from the stored tree.
+ * The audit paths of the records in the aligned block of seqs [from, to) of a tree of `size`
+ * leaves, written as JSON arrays, and the block's leaf hashes. Complete subtrees inside the
+ * block are hashed here from its leaves (the rows already carry them when the export is
+ * unfiltered); those outside it are read from the stored tree, once per block.
+ *
+ * When the block is a complete subtree (every block but the tree's last), it is a node of the
+ * RFC 6962 tree: every record's path is its siblings inside the block, then the block's own
+ * path, the same for all of them. So a node's base64 is computed once for all the paths it is
+ * in, and the block's path once: a million-record export converted 21 million hashes to base64
+ * before, one per path entry. The last, incomplete block takes the general proof per record.
  */
-async function blockNodes(db: Queryable, rows: SealedExportRow[], from: number, to: number, size: number) {
+async function blockProofs(db: Queryable, rows: SealedExportRow[], from: number, to: number, size: number) {
   const leaves = rows.length === to - from ? rows.map((r) => Buffer.from(r.leaf_hash)) : (await query<{ leaf_hash: Uint8Array }>(db, S.leaves, [from, to])).map((r) => Buffer.from(r.leaf_hash));
   const levels: Hash[][] = [leaves];
   for (let level = levels[0]!; level.length > 1; ) {
@@ -80,7 +92,7 @@ async function blockNodes(db: Queryable, rows: SealedExportRow[], from: number, 
   const inside = (k: NodeKey) => k.index * 2 ** k.level >= from && (k.index + 1) * 2 ** k.level <= to;
   const outsideKeys = [...inclusionProofNodes(from, size), ...inclusionProofNodes(to - 1, size)].filter((k) => !inside(k));
   const outside = await fetchNodes(db, outsideKeys);
-  return (k: NodeKey): Hash => {
+  const get = (k: NodeKey): Hash => {
     if (inside(k)) {
       const hash = levels[k.level]?.[k.index - from / 2 ** k.level];
       if (hash) return hash;
@@ -89,24 +101,74 @@ async function blockNodes(db: Queryable, rows: SealedExportRow[], from: number, 
     if (!hash) throw new Error(`audit tree node ${k.level}:${k.index} is missing`);
     return hash;
   };
+
+  /** `"<base64>"` of the node at index j (from the block's start) of a level, as bytes, computed once. */
+  const quoted: Buffer[][] = levels.map(() => []);
+  const quotedAt = (level: number, j: number) => (quoted[level]![j] ??= Buffer.from(`"${levels[level]![j]!.toString('base64')}"`, 'latin1'));
+  /** The leaf hash as a JSON string. */
+  const leafHash = (seq: number) => quotedAt(0, seq - from);
+
+  const depth = levels.length - 1;
+  if (leaves.length !== 2 ** depth) {
+    let last: { seq: number; text: Buffer } | undefined;
+    const path = (seq: number) => (last?.seq === seq ? last : (last = { seq, text: Buffer.from(JSON.stringify(inclusionProof(seq, size, get).map(b64)), 'latin1') })).text;
+    return { leafHash, pathBound: (seq: number) => path(seq).length, writePath: (out: OutputBuffer, seq: number) => out.bytes(path(seq)) };
+  }
+  const above = Buffer.from(inclusionProof(from, size, get).slice(depth).map((h) => `,"${b64(h)}"`).join(''), 'latin1');
+  const QUOTED_HASH = 46; // 44 base64 characters and two quotes
+  return {
+    leafHash,
+    /** At least the bytes writePath writes for this seq. */
+    pathBound: (_seq: number) => 2 + depth * (QUOTED_HASH + 1) + above.length,
+    writePath(out: OutputBuffer, seq: number) {
+      out.byte(LEFT_BRACKET);
+      for (let level = 0, j = seq - from; level < depth; level++, j = Math.floor(j / 2)) {
+        if (level > 0) out.byte(COMMA);
+        out.bytes(quotedAt(level, j ^ 1));
+      }
+      // The block's own path, each entry with its leading comma: the first drops it when the block is one leaf.
+      out.bytes(depth > 0 ? above : above.subarray(1));
+      out.byte(RIGHT_BRACKET);
+    },
+  };
 }
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
 
-export async function* exportAuditLog(db: Queryable, opts: ExportOptions): AsyncGenerator<string> {
+const LINE_START = Buffer.from('{"type":"record","record":');
+const SEALED = Buffer.from(',"sealed":');
+const SEQ = Buffer.from(',"seq":');
+const LEAF_HASH = Buffer.from(',"leaf_hash":');
+const AUDIT_PATH = Buffer.from(',"audit_path":');
+const LINE_END = Buffer.from('}\n');
+const [LEFT_BRACKET, COMMA, RIGHT_BRACKET] = [0x5b, 0x2c, 0x5d];
+/** Bytes of a line besides its two records and its path, the seq's digits included. */
+const LINE_FIXED = LINE_START.length + SEALED.length + SEQ.length + 16 + LEAF_HASH.length + 46 + AUDIT_PATH.length + LINE_END.length;
+
+export async function* exportAuditLog(db: Queryable, opts: ExportOptions): AsyncGenerator<string | Buffer> {
   const { filters, format, chunk, block } = opts;
   const checkpoint = await latestCheckpoint(db);
   const size = checkpoint?.tree_size ?? 0;
   let sealedCount = 0;
   let pendingCount = 0;
+  const out = new OutputBuffer();
   if (format === 'csv') yield `${CSV_COLUMNS.join(',')}\r\n`;
 
   // Proofs block by block: the records of an aligned block of seqs share every proof node
   // above the block (fetched once per block), and the nodes inside it are hashed here from the
   // block's leaves, so a proof costs no database lookup of its own.
+  // The next block is read while this one is written (a read still under way when the consumer
+  // stops must not become an unhandled rejection).
+  const read = (from: number) => {
+    const rows = sealedChunk(db, filters, from, Math.min(from + block, size), block);
+    rows.catch(() => {});
+    return rows;
+  };
+  let next = size > 0 ? read(0) : undefined;
   for (let from = 0; from < size; from += block) {
     const to = Math.min(from + block, size);
-    const rows = await sealedChunk(db, filters, from, to, block);
+    const rows = await next!;
+    next = to < size ? read(to) : undefined;
     if (rows.length === 0) continue;
     sealedCount += rows.length;
     const records = await resolvePersonalData(db, rows);
@@ -114,15 +176,31 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
       yield records.map((r, i) => csvRow(r, rows[i]!.seq, rows[i]!.leaf_hash)).join('');
       continue;
     }
-    const get = await blockNodes(db, rows, from, to, size);
-    let text = '';
+    // Each line is JSON.stringify({type, record, sealed, seq, leaf_hash, audit_path}), written in
+    // pieces (output-buffer.ts says why).
+    const proofs = await blockProofs(db, rows, from, to, size);
     for (let i = 0; i < rows.length; i++) {
       const row = rows[i]!;
-      const proof = inclusionProof(row.seq, size, get);
-      text += `${JSON.stringify({ type: 'record', record: sealedForm(records[i]!), sealed: sealedForm(row), seq: row.seq, leaf_hash: b64(row.leaf_hash), audit_path: proof.map(b64) })}\n`;
+      const sealed = JSON.stringify(sealedForm(row));
+      // A record with no personal data comes back from resolvePersonalData as the row itself.
+      const record = records[i] === row ? sealed : JSON.stringify(sealedForm(records[i]!));
+      const full = out.room(LINE_FIXED + utf8Bound(record) + utf8Bound(sealed) + proofs.pathBound(row.seq));
+      if (full) yield full;
+      out.bytes(LINE_START);
+      out.utf8(record);
+      out.bytes(SEALED);
+      out.utf8(sealed);
+      out.bytes(SEQ);
+      out.latin1(String(row.seq));
+      out.bytes(LEAF_HASH);
+      out.bytes(proofs.leafHash(row.seq));
+      out.bytes(AUDIT_PATH);
+      proofs.writePath(out, row.seq);
+      out.bytes(LINE_END);
     }
-    yield text;
   }
+  const last = out.take();
+  if (last) yield last;
 
   // Records the checkpoint does not cover yet: after the last one it covers, in commit order.
   let after = size > 0 ? (await query<{ xact_id: string; record_id: number }>(db, S.sealAt, [size - 1]))[0] : { xact_id: '0', record_id: 0 };

@@ -92,3 +92,23 @@ export function canonicalize(value: unknown): string {
     throw error;
   }
 }
+
+/**
+ * canonicalize() of the object holding just these keys of a record, for a key set fixed in
+ * advance: the keys are sorted and quoted once, and no copy of the record is made. Equal to
+ * `canonicalize(pick(record, keys))`; a key the record lacks is undefined and fails as there.
+ */
+export function fieldsCanonicalizer<K extends string>(keys: readonly K[]): (record: Readonly<Record<K, unknown>>) => string {
+  const sorted = sortKeys([...keys]) as K[];
+  const prefixes = sorted.map((key, i) => `${i === 0 ? '{' : ','}${quote(key)}:`);
+  return (record) => {
+    try {
+      let out = '';
+      for (let i = 0; i < sorted.length; i++) out += prefixes[i]! + serialize(record[sorted[i]!]);
+      return out + '}';
+    } catch (error) {
+      if (error instanceof RangeError) throw new TypeError('canonicalize: the value is cyclic or nested too deeply', { cause: error });
+      throw error;
+    }
+  };
+}

@@ -12,7 +12,11 @@ const HASH_BYTES = 32;
 
 // One-shot crypto.hash, not createHash: verifying a million records hashes two million times,
 // and a Hash object per hash doubled the time and fed the garbage collector a third of it.
-const sha256 = (data: string | Uint8Array): Hash => hash('sha256', data, 'buffer') as unknown as Hash;
+// The digest comes out as a 'binary' (latin1) string, one char per byte, and becomes a Buffer through
+// Buffer.from, which slices Node's shared pool: Node 20's 'buffer' output allocates an
+// ArrayBuffer per digest, 1.3 µs against 0.4 µs (measured on this machine), most of a
+// verification's hashing time and much of its garbage collection.
+const sha256 = (data: string | Uint8Array): Hash => Buffer.from(hash('sha256', data, 'binary'), 'binary');
 
 export function leafHash(data: Uint8Array | string): Hash {
   // "\0" + text is 0x00 followed by the text's UTF-8: the leaf prefix without a copy of bytes.
@@ -227,6 +231,80 @@ export function verifyInclusion(leaf: Hash, index: number, size: number, proof: 
     sn = half(sn);
   }
   return sn === 0 && r.equals(root);
+}
+
+/** Where verifyInclusion's loop stands after applying one proof entry. */
+interface PathState {
+  fn: number;
+  sn: number;
+  r: Hash;
+}
+
+const decodeHash = (b64: string): Hash | undefined => {
+  const h = Buffer.from(b64, 'base64');
+  return h.length === HASH_BYTES ? h : undefined;
+};
+
+/**
+ * verifyInclusion for many leaves of one tree, checked in index order, with proof entries in
+ * base64 as an export carries them. The loop's outcome depends only on its state (fn, sn and the
+ * running hash) and the entries left to apply; consecutive leaves' paths meet after a level or
+ * two and share every entry above. So once a leaf's loop reaches the state the previous leaf
+ * (verified) was in after the same number of entries, with the same entries left, it ends where
+ * that one did: at the root. Same answers as verifyInclusion (test/merkle.test.ts); about two
+ * hashes and base64 decodings per leaf instead of log2(size).
+ */
+export class InclusionChecker {
+  readonly #size: number;
+  readonly #root: Hash;
+  #last: { proof: readonly string[]; states: PathState[] } | undefined;
+
+  constructor(size: number, root: Hash) {
+    this.#size = size;
+    this.#root = root;
+  }
+
+  verify(leaf: Hash, index: number, proof: readonly string[]): boolean {
+    const size = this.#size;
+    if (!Number.isSafeInteger(index) || !Number.isSafeInteger(size) || index < 0 || index >= size) return false;
+    if (!isHash(leaf) || !isHash(this.#root)) return false;
+    const last = this.#last?.proof.length === proof.length ? this.#last : undefined;
+    const states: PathState[] = [];
+    let fn = index;
+    let sn = size - 1;
+    let r = leaf;
+    for (let i = 0; i < proof.length; i++) {
+      if (sn === 0) return false;
+      const p = decodeHash(proof[i]!);
+      if (!p) return false;
+      if (fn % 2 === 1 || fn === sn) {
+        r = nodeHash(p, r);
+        while (fn % 2 === 0 && fn !== 0) {
+          fn = half(fn);
+          sn = half(sn);
+        }
+      } else {
+        r = nodeHash(r, p);
+      }
+      fn = half(fn);
+      sn = half(sn);
+      states.push({ fn, sn, r });
+      const before = last?.states[i];
+      if (before && before.fn === fn && before.sn === sn && before.r.equals(r) && sameFrom(last!.proof, proof, i + 1)) {
+        for (let j = i + 1; j < last!.states.length; j++) states.push(last!.states[j]!);
+        this.#last = { proof, states };
+        return true;
+      }
+    }
+    const ok = sn === 0 && r.equals(this.#root);
+    if (ok) this.#last = { proof, states };
+    return ok;
+  }
+}
+
+function sameFrom(a: readonly string[], b: readonly string[], from: number): boolean {
+  for (let i = from; i < b.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /**

@@ -1,10 +1,12 @@
 // What a leaf commits to (docs/audit-integrity.md §1): the record in its API shape, with each
 // personal value as the {"$personal": ref} the row stores, canonicalized by RFC 8785.
 import type { AuditRow } from '../audit.repository.js';
-import { canonicalize } from './jcs.js';
+import { canonicalize, fieldsCanonicalizer } from './jcs.js';
 import { leafHash, type Hash } from './merkle.js';
 
-export type SealedRecord = Pick<AuditRow, 'id' | 'actor_id' | 'action' | 'resource_type' | 'resource_id' | 'timestamp' | 'result' | 'metadata' | 'ip' | 'user_agent' | 'request_id'>;
+const SEALED_FIELDS = ['id', 'actor_id', 'action', 'resource_type', 'resource_id', 'timestamp', 'result', 'metadata', 'ip', 'user_agent', 'request_id'] as const;
+
+export type SealedRecord = Pick<AuditRow, (typeof SEALED_FIELDS)[number]>;
 
 /** The sealed form of a stored row: exactly the API's fields (a row may carry more columns). */
 export function sealedForm(row: AuditRow): SealedRecord {
@@ -23,5 +25,10 @@ export function sealedForm(row: AuditRow): SealedRecord {
   };
 }
 
-/** SHA-256(0x00 ‖ JCS(sealed record)). */
+/** SHA-256(0x00 ‖ JCS(record)) of a sealed form as it stands, every key it has included: for sealed forms read from outside (an export), where an extra key must change the leaf. */
 export const recordLeaf = (record: SealedRecord): Hash => leafHash(canonicalize(record));
+
+const canonicalSealedForm = fieldsCanonicalizer(SEALED_FIELDS);
+
+/** recordLeaf(sealedForm(row)) without the copy: the sealer and the verifier run it on every row they read. */
+export const rowLeaf = (row: SealedRecord): Hash => leafHash(canonicalSealedForm(row));

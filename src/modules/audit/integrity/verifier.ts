@@ -6,10 +6,10 @@
 import type { Queryable } from '../../../db/database.js';
 import { checkCheckpoint } from './checkpoint-check.js';
 import {
-  checkpointsAfter, firstUnsealedBehind, latestCheckpoint, maxRecordId, sealCursor, sealedRowsFrom, sealedSize, signingKeys, type CheckpointRow,
+  checkpointsAfter, firstUnsealedBehind, latestCheckpoint, maxRecordId, sealCursor, sealedRowsFrom, sealedSize, signingKeys, type CheckpointRow, type SealedRow,
 } from './evidence.repository.js';
 import { TreeBuilder } from './merkle.js';
-import { recordLeaf, sealedForm } from './sealed-form.js';
+import { rowLeaf } from './sealed-form.js';
 import { parseVerifierKey, type NoteVerifier } from './signed-note.js';
 
 export interface VerifyReport {
@@ -28,10 +28,25 @@ export interface VerifyOptions {
   origin: string;
   /** A checkpoint note held outside the database: the log must extend it (a truncated tail fails). */
   external?: string;
-  /** Sealed records per read. */
-  chunk: number;
+  /** How the seal is read (tests read in tiny chunks); DEFAULT_READS otherwise. */
+  reads?: ReadPlan;
   onProgress?: (checked: number, total: number) => void;
 }
+
+export interface ReadPlan {
+  /** Sealed records per read. */
+  chunk: number;
+  /** Reads under way ahead of the one being checked. */
+  ahead: number;
+}
+
+/**
+ * Small reads, one ahead. Measured on a million records on PostgreSQL: 20,000-record reads were
+ * promoted out of the young generation whole (a third of the run was garbage collection), and
+ * reads further ahead, each on a connection of its own, cost more than they overlapped. On
+ * PGlite (one connection, one thread) a read of 2,000 keeps a request waiting ~20 ms at most.
+ */
+const DEFAULT_READS: ReadPlan = { chunk: 2000, ahead: 1 };
 
 const CHECKPOINT_PAGE = 1000;
 const ID_RANGE = 100_000;
@@ -61,19 +76,26 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
     return { ok, records_checked: checked, checkpoints_checked: checkpointsChecked, head, ...(firstBadId !== undefined ? { first_bad_id: firstBadId } : {}), ...(problem ? { problem } : {}) };
   }
 
-  // The next chunk is read while this one is checked: on PostgreSQL the two run side by side.
+  // Reads ahead start where the seal, being dense, should continue: from + chunk. Where it is
+  // not dense the first jump ends the run, so what a later read skipped or repeated never counts.
   // (A read still under way when a problem ends the run must not become an unhandled rejection.)
-  const read = (from: number) => {
-    const rows = sealedRowsFrom(db, from, opts.chunk);
-    rows.catch(() => {});
-    return rows;
+  const { chunk, ahead } = opts.reads ?? DEFAULT_READS;
+  const reads: Array<Promise<SealedRow[]>> = [];
+  let nextFrom = 0;
+  const readAhead = () => {
+    while (reads.length <= ahead && nextFrom < total) {
+      const rows = sealedRowsFrom(db, nextFrom, chunk);
+      rows.catch(() => {});
+      reads.push(rows);
+      nextFrom += chunk;
+    }
   };
-  let next = total > 0 ? read(0) : undefined;
-  for (let seq = 0; seq < total && next; ) {
-    const rows = await next;
+  readAhead();
+  let upcoming = await checkpoints.peek();
+  for (let seq = 0; seq < total && reads.length > 0; ) {
+    const rows = await reads.shift()!;
     if (rows.length === 0) break;
-    const after = rows[rows.length - 1]!.seq + 1;
-    next = after < total ? read(after) : undefined;
+    readAhead();
     for (const row of rows) {
       if (row.seq !== seq) return report(false, `the seal jumps from seq ${seq - 1} to ${row.seq}: seal rows were removed`, row.record_id);
       if (!row.present) {
@@ -84,13 +106,14 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
       }
       const id = row.id;
       if (gone !== undefined) return report(false, `record ${gone}, sealed before record ${id}, no longer exists`, id);
-      const leaf = recordLeaf(sealedForm(row));
+      const leaf = rowLeaf(row);
       if (!leaf.equals(row.leaf_hash)) return report(false, `record ${id} no longer matches its seal (seq ${seq})`, id);
       firstSinceCheckpoint ??= id;
       builder.append(leaf);
       seq++;
       checked++;
-      for (let cp = await checkpoints.peek(); cp && cp.tree_size <= builder.size; cp = await checkpoints.peek()) {
+      // The next checkpoint is awaited only once one is passed: not a promise per record.
+      for (let cp = upcoming; cp && cp.tree_size <= builder.size; cp = upcoming) {
         if (cp.tree_size < builder.size) return report(false, `checkpoint ${cp.id} (tree size ${cp.tree_size}) is out of order`, firstSinceCheckpoint);
         const verifier = keys.get(cp.key_id);
         const verdict = verifier
@@ -107,6 +130,7 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
         checkpointsChecked++;
         firstSinceCheckpoint = undefined;
         checkpoints.take();
+        upcoming = await checkpoints.peek();
       }
       if (external && 'treeSize' in external && builder.size === external.treeSize) {
         if (!builder.root().equals(external.rootHash)) return report(false, 'the log does not extend the saved checkpoint: records it covered were changed or replaced');

@@ -1,0 +1,58 @@
+// Output assembled as bytes in a buffer that is handed out whole when full, for a stream that
+// writes many small pieces (the NDJSON export: ~20 per line, a million lines). Building a
+// string per line and joining them cost 8 µs a line in cons-string flattening, and the
+// stream encoded the result to UTF-8 once more; writing the pieces in place costs ~2.5 µs.
+const DEFAULT_BYTES = 256 * 1024;
+
+export class OutputBuffer {
+  #buf: Buffer;
+  #at = 0;
+  readonly #size: number;
+
+  constructor(size = DEFAULT_BYTES) {
+    this.#size = size;
+    this.#buf = Buffer.allocUnsafe(size);
+  }
+
+  /**
+   * Makes room for `n` more bytes. Answers the bytes written so far when they had to be handed
+   * out to make it (the caller sends them), else undefined.
+   */
+  room(n: number): Buffer | undefined {
+    if (this.#at + n <= this.#buf.length) return undefined;
+    const full = this.take();
+    if (n > this.#buf.length) this.#buf = Buffer.allocUnsafe(n);
+    return full;
+  }
+
+  /** The bytes written so far (undefined when none); writing goes on in a new buffer. */
+  take(): Buffer | undefined {
+    if (this.#at === 0) return undefined;
+    const full = this.#buf.subarray(0, this.#at);
+    this.#buf = Buffer.allocUnsafe(this.#size);
+    this.#at = 0;
+    return full;
+  }
+
+  bytes(b: Uint8Array): void {
+    this.#buf.set(b, this.#at);
+    this.#at += b.length;
+  }
+
+  /** One byte: an ASCII character's code. */
+  byte(c: number): void {
+    this.#buf[this.#at++] = c;
+  }
+
+  /** A string of code points below 256 (ASCII in practice: digits). */
+  latin1(s: string): void {
+    this.#at += this.#buf.write(s, this.#at, 'latin1');
+  }
+
+  utf8(s: string): void {
+    this.#at += this.#buf.write(s, this.#at, 'utf8');
+  }
+}
+
+/** Bytes a string may take in UTF-8: room() before utf8() needs no exact count. */
+export const utf8Bound = (s: string): number => 3 * s.length;
