@@ -204,12 +204,20 @@ describe('verification', () => {
     assert.equal(res.body.first_bad_id, undefined);
   });
 
-  test('8 parallel writers, 400 audited actions: every record sealed exactly once, verification passes', { timeout: 120_000 }, async () => {
+  test('8 parallel writers, 5,000 audited actions: every record sealed exactly once, verification passes', { timeout: 300_000 }, async () => {
     const writers = await Promise.all(Array.from({ length: 8 }, () => h.newUser({ role: 'ADMIN' })));
-    await Promise.all(writers.map((w) => audit(50, w)));
+    const projects = (await Promise.all(writers.map((w) => audit(625, w)))).flat();
+    assert.equal(new Set(projects).size, 5000);
     const cp = await settled();
     const [dup] = await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM (SELECT record_id FROM audit_seal GROUP BY record_id HAVING count(*) > 1) d');
     assert.equal(dup!.n, 0);
+    // Each writer's 625 records, one per project, each with one seal.
+    const [mine] = await h.server.owner.query<{ n: number }>(
+      `SELECT count(DISTINCT s.seq)::int AS n FROM audit_log a JOIN audit_seal s ON s.record_id = a.id
+       WHERE a.action = 'CREATE_PROJECT' AND a.resource_id = ANY ($1::bigint[])`,
+      [projects],
+    );
+    assert.equal(mine!.n, 5000);
     assert.equal(await unsealedCount(), 0);
     const res = await h.admin.client.get('/api/v1/audit-logs/verify', { token: h.admin.token });
     assert.equal(res.body.ok, true, res.body.problem);

@@ -68,6 +68,31 @@ export interface ExportOptions {
   block: number;
 }
 
+const insideBlock = (from: number, to: number) => (k: NodeKey) => k.index * 2 ** k.level >= from && (k.index + 1) * 2 ** k.level <= to;
+
+interface Block {
+  size: number;
+  rows: SealedExportRow[];
+  /** Every leaf of the block, when the rows are filtered (else the rows carry them). */
+  leaves?: Array<{ leaf_hash: Uint8Array }>;
+  /** The stored nodes outside the block that its records' proofs need. */
+  outside: Map<string, Hash>;
+}
+
+/**
+ * The block of seqs [from, to): its matching rows and, for NDJSON, what its proofs need besides
+ * them, read side by side (none depends on another's answer).
+ */
+async function readBlock(db: Queryable, f: AuditFilters, from: number, to: number, size: number, withProofs: boolean): Promise<Block> {
+  const rows = sealedChunk(db, f, from, to, to - from);
+  if (!withProofs) return { size, rows: await rows, outside: new Map() };
+  const inside = insideBlock(from, to);
+  const outsideKeys = [...inclusionProofNodes(from, size), ...inclusionProofNodes(to - 1, size)].filter((k) => !inside(k));
+  const filtered = auditFilterConditions(f, 'a.').length > 0;
+  const [r, outside, leaves] = await Promise.all([rows, fetchNodes(db, outsideKeys), filtered ? query<{ leaf_hash: Uint8Array }>(db, S.leaves, [from, to]) : undefined]);
+  return { size, rows: r, outside, ...(leaves ? { leaves } : {}) };
+}
+
 /**
  * The audit paths of the records in the aligned block of seqs [from, to) of a tree of `size`
  * leaves, written as JSON arrays, and the block's leaf hashes. Complete subtrees inside the
@@ -80,8 +105,9 @@ export interface ExportOptions {
  * in, and the block's path once: a million-record export converted 21 million hashes to base64
  * before, one per path entry. The last, incomplete block takes the general proof per record.
  */
-async function blockProofs(db: Queryable, rows: SealedExportRow[], from: number, to: number, size: number) {
-  const leaves = rows.length === to - from ? rows.map((r) => Buffer.from(r.leaf_hash)) : (await query<{ leaf_hash: Uint8Array }>(db, S.leaves, [from, to])).map((r) => Buffer.from(r.leaf_hash));
+function blockProofs(block: Block, from: number, to: number) {
+  const leaves = (block.leaves ?? block.rows).map((r) => Buffer.from(r.leaf_hash));
+  const { outside } = block;
   const levels: Hash[][] = [leaves];
   for (let level = levels[0]!; level.length > 1; ) {
     const up: Hash[] = [];
@@ -89,9 +115,8 @@ async function blockProofs(db: Queryable, rows: SealedExportRow[], from: number,
     levels.push(up);
     level = up;
   }
-  const inside = (k: NodeKey) => k.index * 2 ** k.level >= from && (k.index + 1) * 2 ** k.level <= to;
-  const outsideKeys = [...inclusionProofNodes(from, size), ...inclusionProofNodes(to - 1, size)].filter((k) => !inside(k));
-  const outside = await fetchNodes(db, outsideKeys);
+  const inside = insideBlock(from, to);
+  const size = block.size;
   const get = (k: NodeKey): Hash => {
     if (inside(k)) {
       const hash = levels[k.level]?.[k.index - from / 2 ** k.level];
@@ -160,14 +185,15 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
   // The next block is read while this one is written (a read still under way when the consumer
   // stops must not become an unhandled rejection).
   const read = (from: number) => {
-    const rows = sealedChunk(db, filters, from, Math.min(from + block, size), block);
-    rows.catch(() => {});
-    return rows;
+    const next = readBlock(db, filters, from, Math.min(from + block, size), size, format === 'ndjson');
+    next.catch(() => {});
+    return next;
   };
   let next = size > 0 ? read(0) : undefined;
   for (let from = 0; from < size; from += block) {
     const to = Math.min(from + block, size);
-    const rows = await next!;
+    const current = await next!;
+    const rows = current.rows;
     next = to < size ? read(to) : undefined;
     if (rows.length === 0) continue;
     sealedCount += rows.length;
@@ -178,7 +204,7 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
     }
     // Each line is JSON.stringify({type, record, sealed, seq, leaf_hash, audit_path}), written in
     // pieces (output-buffer.ts says why).
-    const proofs = await blockProofs(db, rows, from, to, size);
+    const proofs = blockProofs(current, from, to);
     for (let i = 0; i < rows.length; i++) {
       const row = rows[i]!;
       const sealed = JSON.stringify(sealedForm(row));
