@@ -88,7 +88,7 @@ async function readBlock(db: Queryable, f: AuditFilters, from: number, to: numbe
   if (!withProofs) return { size, rows: await rows, outside: new Map() };
   const inside = insideBlock(from, to);
   const outsideKeys = [...inclusionProofNodes(from, size), ...inclusionProofNodes(to - 1, size)].filter((k) => !inside(k));
-  const filtered = auditFilterConditions(f, 'a.').length > 0;
+  const filtered = auditFilterConditions(f, 'a.').some(([, value]) => value !== undefined);
   const [r, outside, leaves] = await Promise.all([rows, fetchNodes(db, outsideKeys), filtered ? query<{ leaf_hash: Uint8Array }>(db, S.leaves, [from, to]) : undefined]);
   return { size, rows: r, outside, ...(leaves ? { leaves } : {}) };
 }
