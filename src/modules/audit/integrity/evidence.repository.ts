@@ -138,11 +138,6 @@ export function insertCheckpoint(
 /** The seal from seq `fromSeq` on with its records' columns: `present` is false where the record row is gone. */
 export const sealedRowsFrom = (q: Queryable, fromSeq: number, limit: number) => query<SealedRow>(q, S.sealedFrom, [fromSeq, limit]);
 
-/** The same, each record apart (null where its row is gone). */
-export async function sealedFrom(q: Queryable, fromSeq: number, limit: number) {
-  return (await sealedRowsFrom(q, fromSeq, limit)).map(({ seq, record_id, leaf_hash, present, ...record }) => ({ seq, record_id, leaf_hash, record: present ? (record as AuditRow) : null }));
-}
-
 export const firstUnsealedBehind = async (q: Queryable, fromId: number, toId: number, cursor: SealCursor) =>
   (await query<{ id: number }>(q, S.unsealedBehind, [fromId, toId, cursor.record_xact_id, cursor.record_id]))[0]?.id;
 export const maxRecordId = async (q: Queryable) => (await query<{ id: number }>(q, S.maxRecordId))[0]!.id;

@@ -36,9 +36,9 @@ type PendingExportRow = AuditRow & { xact_id: string };
  * key (the lateral subquery is not flattened): a block costs the same whatever the filters and
  * the statistics, where a join left to the planner could scan all of audit_log for each block.
  */
-function sealedChunk(q: Queryable, f: AuditFilters, from: number, to: number, limit: number) {
+function sealedChunk(q: Queryable, f: AuditFilters, from: number, to: number) {
   const w = where('export_sealed', [[(p) => `s.seq >= ${p}`, from], [(p) => `s.seq < ${p}`, to], ...auditFilterConditions(f, 'a.')]);
-  w.params.push(limit);
+  w.params.push(to - from);
   return q.query<SealedExportRow>(
     `SELECT s.seq, s.leaf_hash, ${RECORD_COLUMNS} FROM audit_seal s JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true ${w.clause} ORDER BY s.seq LIMIT $${w.params.length}`,
     w.params,
@@ -84,7 +84,7 @@ interface Block {
  * them, read side by side (none depends on another's answer).
  */
 async function readBlock(db: Queryable, f: AuditFilters, from: number, to: number, size: number, withProofs: boolean): Promise<Block> {
-  const rows = sealedChunk(db, f, from, to, to - from);
+  const rows = sealedChunk(db, f, from, to);
   if (!withProofs) return { size, rows: await rows, outside: new Map() };
   const inside = insideBlock(from, to);
   const outsideKeys = [...inclusionProofNodes(from, size), ...inclusionProofNodes(to - 1, size)].filter((k) => !inside(k));

@@ -212,25 +212,12 @@ const half = (n: number): number => Math.floor(n / 2);
 export function verifyInclusion(leaf: Hash, index: number, size: number, proof: Hash[], root: Hash): boolean {
   if (!Number.isSafeInteger(index) || !Number.isSafeInteger(size) || index < 0 || index >= size) return false;
   if (!isHash(leaf) || !isHash(root) || !proof.every(isHash)) return false;
-  let fn = index;
-  let sn = size - 1;
-  let r = leaf;
+  let state: PathState = { fn: index, sn: size - 1, r: leaf };
   for (const p of proof) {
-    if (sn === 0) return false;
-    if (fn % 2 === 1 || fn === sn) {
-      r = nodeHash(p, r);
-      // The right-edge subtree had no right sibling at these levels: climb past them.
-      while (fn % 2 === 0 && fn !== 0) {
-        fn = half(fn);
-        sn = half(sn);
-      }
-    } else {
-      r = nodeHash(r, p);
-    }
-    fn = half(fn);
-    sn = half(sn);
+    if (state.sn === 0) return false;
+    state = inclusionStep(state, p);
   }
-  return sn === 0 && r.equals(root);
+  return state.sn === 0 && state.r.equals(root);
 }
 
 /** Where verifyInclusion's loop stands after applying one proof entry. */
@@ -238,6 +225,21 @@ interface PathState {
   fn: number;
   sn: number;
   r: Hash;
+}
+
+/** One turn of RFC 9162 §2.1.3.2's loop: the proof entry `p` hashed in (the caller checks sn ≠ 0 first). */
+function inclusionStep({ fn, sn, r }: PathState, p: Hash): PathState {
+  if (fn % 2 === 1 || fn === sn) {
+    r = nodeHash(p, r);
+    // The right-edge subtree had no right sibling at these levels: climb past them.
+    while (fn % 2 === 0 && fn !== 0) {
+      fn = half(fn);
+      sn = half(sn);
+    }
+  } else {
+    r = nodeHash(r, p);
+  }
+  return { fn: half(fn), sn: half(sn), r };
 }
 
 const decodeHash = (b64: string): Hash | undefined => {
@@ -270,33 +272,21 @@ export class InclusionChecker {
     if (!isHash(leaf) || !isHash(this.#root)) return false;
     const last = this.#last?.proof.length === proof.length ? this.#last : undefined;
     const states: PathState[] = [];
-    let fn = index;
-    let sn = size - 1;
-    let r = leaf;
+    let state: PathState = { fn: index, sn: size - 1, r: leaf };
     for (let i = 0; i < proof.length; i++) {
-      if (sn === 0) return false;
+      if (state.sn === 0) return false;
       const p = decodeHash(proof[i]!);
       if (!p) return false;
-      if (fn % 2 === 1 || fn === sn) {
-        r = nodeHash(p, r);
-        while (fn % 2 === 0 && fn !== 0) {
-          fn = half(fn);
-          sn = half(sn);
-        }
-      } else {
-        r = nodeHash(r, p);
-      }
-      fn = half(fn);
-      sn = half(sn);
-      states.push({ fn, sn, r });
+      state = inclusionStep(state, p);
+      states.push(state);
       const before = last?.states[i];
-      if (before && before.fn === fn && before.sn === sn && before.r.equals(r) && sameFrom(last!.proof, proof, i + 1)) {
+      if (before && before.fn === state.fn && before.sn === state.sn && before.r.equals(state.r) && sameFrom(last!.proof, proof, i + 1)) {
         for (let j = i + 1; j < last!.states.length; j++) states.push(last!.states[j]!);
         this.#last = { proof, states };
         return true;
       }
     }
-    const ok = sn === 0 && r.equals(this.#root);
+    const ok = state.sn === 0 && state.r.equals(this.#root);
     if (ok) this.#last = { proof, states };
     return ok;
   }

@@ -121,16 +121,13 @@ export async function verifyExportFile(path: string, verifiers: NoteVerifier[], 
   // yet" carry no proof, so a file stripped of its checkpoint, every record passed off as not
   // covered, would otherwise verify whatever it says. An export with no checkpoint proves nothing.
   if (typeof trailer.note !== 'string') return fail('the export carries no signed checkpoint: nothing in it can be checked against the key');
-  let root: Buffer | undefined;
-  if (typeof trailer.note === 'string') {
-    const verdict = checkCheckpoint(trailer.note, verifiers);
-    if (!verdict.ok) return fail(`the checkpoint: ${verdict.problem}`);
-    treeSize = verdict.checkpoint.treeSize;
-    root = verdict.checkpoint.rootHash;
-    if (trailer.tree_size !== treeSize || trailer.root_hash !== root.toString('base64')) return fail('the checkpoint line\'s fields disagree with its signed note');
-  }
+  const verdict = checkCheckpoint(trailer.note, verifiers);
+  if (!verdict.ok) return fail(`the checkpoint: ${verdict.problem}`);
+  treeSize = verdict.checkpoint.treeSize;
+  const root = verdict.checkpoint.rootHash;
+  if (trailer.tree_size !== treeSize || trailer.root_hash !== root.toString('base64')) return fail('the checkpoint line\'s fields disagree with its signed note');
   // Records come in seq order: the checker reuses what the previous record's path proved.
-  const paths = root ? new InclusionChecker(treeSize, root) : undefined;
+  const paths = new InclusionChecker(treeSize, root);
   const summary = isObject(trailer.export) ? trailer.export : {};
   const unfiltered = complete || (isObject(summary.filters) && Object.keys(summary.filters).length === 0);
 
@@ -165,7 +162,7 @@ export async function verifyExportFile(path: string, verifiers: NoteVerifier[], 
     }
     const seq = entry.seq;
     if (pendingStarted) return fail('a record with a proof follows records without one', lineNo, id);
-    if (!root || typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0 || seq >= treeSize) return fail(`record ${String(id)}: its seq is not in the checkpoint's tree`, lineNo, id);
+    if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0 || seq >= treeSize) return fail(`record ${String(id)}: its seq is not in the checkpoint's tree`, lineNo, id);
     if (seq <= lastSeq) return fail(`record ${String(id)}: seq ${seq} is out of order`, lineNo, id);
     if (unfiltered && seq !== lastSeq + 1) return fail(`seq ${lastSeq + 1} is missing from an unfiltered export: a line was removed`, lineNo, id);
     lastSeq = seq;
@@ -178,14 +175,14 @@ export async function verifyExportFile(path: string, verifiers: NoteVerifier[], 
     if (entry.leaf_hash !== leaf.toString('base64')) return fail(`record ${String(id)} does not match its leaf hash`, lineNo, id);
     const path_ = entry.audit_path;
     if (!Array.isArray(path_) || !path_.every((h) => typeof h === 'string')) return fail(`record ${String(id)}: its audit path is malformed`, lineNo, id);
-    if (!paths!.verify(leaf, seq, path_)) {
+    if (!paths.verify(leaf, seq, path_)) {
       return fail(`record ${String(id)}: its inclusion proof does not lead to the checkpoint's root`, lineNo, id);
     }
     checked++;
     if (checked % 10_000 === 0) onProgress?.(checked);
   }
   if (!sawTrailer) return fail('the checkpoint line is missing');
-  if (unfiltered && root && lastSeq !== treeSize - 1) return fail(`the export ends at seq ${lastSeq}, but the checkpoint covers ${treeSize} records: lines were removed`);
+  if (unfiltered && lastSeq !== treeSize - 1) return fail(`the export ends at seq ${lastSeq}, but the checkpoint covers ${treeSize} records: lines were removed`);
   if (typeof summary.records === 'number' && summary.records !== checked + withoutProof) {
     return fail(`the export says it holds ${summary.records} records, but has ${checked + withoutProof}: lines were removed or added`);
   }

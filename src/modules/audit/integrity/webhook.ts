@@ -41,7 +41,7 @@ import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../../../db/database.js';
 import { resolvePersonalData } from '../audit.service.js';
-import { sealedFrom, type CheckpointRow } from './evidence.repository.js';
+import { sealedRowsFrom, type CheckpointRow } from './evidence.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
 import { sealedForm } from './sealed-form.js';
 import {
@@ -231,18 +231,16 @@ export class AuditWebhook {
       if (!from) return undefined;
       const checkpoint = await nextCheckpoint(tx, from.last_checkpoint_id);
       const end = Math.min(from.next_seq + BATCH, checkpoint ? Math.max(checkpoint.tree_size, from.next_seq) : Infinity);
-      const rows = end > from.next_seq ? await sealedFrom(tx, from.next_seq, end - from.next_seq) : [];
-      const present = rows.flatMap((r) => (r.record ? [r.record] : []));
-      const resolved = new Map((await resolvePersonalData(tx, present)).map((r) => [r.id, r]));
+      const rows = end > from.next_seq ? await sealedRowsFrom(tx, from.next_seq, end - from.next_seq) : [];
+      const resolved = new Map((await resolvePersonalData(tx, rows.filter((r) => r.present))).map((r) => [r.id, r]));
       const last = rows[rows.length - 1];
       const nextSeq = last ? last.seq + 1 : from.next_seq;
       const attach: CheckpointRow | undefined = checkpoint && checkpoint.tree_size <= nextSeq ? checkpoint : undefined;
       if (rows[0] && rows[0].seq !== from.next_seq) this.opts.log.error({ expected: from.next_seq, found: rows[0].seq }, 'audit webhook: audit_seal has a gap; delivering what is there (teamlog audit verify)');
-      const records = rows.map((r) => {
-        const record = r.record ? resolved.get(r.record.id)! : null;
-        // A seal whose record is gone (removed behind the service's back) goes out as it is: the receiver sees it.
-        return { seq: r.seq, leaf_hash: b64(r.leaf_hash), record: record ? sealedForm(record) : null, sealed: r.record ? sealedForm(r.record) : null };
-      });
+      // A seal whose record is gone (removed behind the service's back) goes out as it is: the receiver sees it.
+      const records = rows.map((r) => ({
+        seq: r.seq, leaf_hash: b64(r.leaf_hash), record: r.present ? sealedForm(resolved.get(r.id)!) : null, sealed: r.present ? sealedForm(r) : null,
+      }));
       const body = JSON.stringify({ type: 'audit-batch', records, ...(attach ? { checkpoint: presentCheckpoint(attach) } : {}) });
       const to = { next_seq: nextSeq, last_checkpoint_id: attach?.id ?? from.last_checkpoint_id };
       return { from, to, body, records: records.length, checkpoint: attach !== undefined } satisfies Batch;
