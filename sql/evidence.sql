@@ -69,4 +69,4 @@ SELECT a.id FROM audit_log a
    ORDER BY a.id LIMIT 1;
 
 -- evidence.waiting (planned per call)
-SELECT EXISTS (SELECT 1 FROM audit_log WHERE (xact_id, id) > ($1::xid8, $2::bigint)) AS waiting;
+SELECT true AS waiting FROM audit_log WHERE (xact_id, id) > ($1::xid8, $2::bigint) ORDER BY xact_id, id LIMIT 1;

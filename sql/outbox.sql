@@ -33,4 +33,4 @@ DELETE FROM events WHERE created_at < now() - make_interval(hours => $1);
 SELECT event_id, name, room, payload FROM events WHERE event_id > $1 AND room = ANY ($2) AND name = ANY ($3) ORDER BY event_id LIMIT $4;
 
 -- outbox.waiting (planned per call)
-SELECT EXISTS (SELECT 1 FROM events WHERE event_id IS NULL) AS waiting;
+SELECT true AS waiting FROM events WHERE event_id IS NULL ORDER BY xact_id, id LIMIT 1;

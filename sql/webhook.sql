@@ -32,8 +32,8 @@ UPDATE audit_webhook_cursor SET lease_until = clock_timestamp() + $2::float8 * i
 -- webhook.state (planned per call)
 SELECT c.next_seq, c.last_checkpoint_id,
      (c.holder IS NOT NULL AND c.holder <> $1 AND c.lease_until > clock_timestamp()) AS leased_elsewhere,
-     (EXISTS (SELECT 1 FROM audit_seal s WHERE s.seq >= c.next_seq)
-       OR EXISTS (SELECT 1 FROM audit_checkpoints k WHERE k.id > c.last_checkpoint_id)) AS pending
+     (c.next_seq <= COALESCE((SELECT max(s.seq) FROM audit_seal s), -1)
+       OR c.last_checkpoint_id < COALESCE((SELECT max(k.id) FROM audit_checkpoints k), 0)) AS pending
    FROM audit_webhook_cursor c;
 
 -- webhook.tryLock (planned per call)

@@ -54,8 +54,12 @@ const S = statements('evidence', {
   toSeal: `SELECT ${RECORD_COLUMNS}, a.xact_id::text AS xact_id FROM audit_log a
    WHERE (a.xact_id, a.id) > ($1::xid8, $2::bigint) AND a.${COMMITTED}
    ORDER BY a.xact_id, a.id LIMIT $3`,
-  // Committed records beyond the cursor that the batch could not take: behind a running transaction.
-  waiting: 'SELECT EXISTS (SELECT 1 FROM audit_log WHERE (xact_id, id) > ($1::xid8, $2::bigint)) AS waiting',
+  // Committed records beyond the cursor that the batch could not take: behind a running
+  // transaction. The first such record in index order, not EXISTS: under EXISTS a generic plan
+  // expects a third of the table past any position and scans audit_log from its start for the
+  // first match, which a caught-up sealer never finds (190 ms and the buffer cache churned on
+  // every idle poll at a million records); ORDER BY … LIMIT 1 is one index descent.
+  waiting: 'SELECT true AS waiting FROM audit_log WHERE (xact_id, id) > ($1::xid8, $2::bigint) ORDER BY xact_id, id LIMIT 1',
   insertSeals: `INSERT INTO audit_seal (seq, record_id, record_xact_id, leaf_hash)
    SELECT s, r, x, decode(h, 'hex') FROM unnest($1::bigint[], $2::bigint[], $3::xid8[], $4::text[]) AS t(s, r, x, h)`,
   insertNodes: `INSERT INTO audit_tree_nodes (level, idx, hash)
@@ -102,7 +106,7 @@ export const recordsToSeal = (tx: Tx, after: SealCursor | undefined, limit: numb
   query<RecordToSeal>(tx, S.toSeal, [after?.record_xact_id ?? '0', after?.record_id ?? 0, limit]);
 
 export const recordsWaiting = async (tx: Tx, after: SealCursor | undefined) =>
-  (await query<{ waiting: boolean }>(tx, S.waiting, [after?.record_xact_id ?? '0', after?.record_id ?? 0]))[0]!.waiting;
+  (await query<{ waiting: boolean }>(tx, S.waiting, [after?.record_xact_id ?? '0', after?.record_id ?? 0])).length > 0;
 
 export function insertSeals(tx: Tx, seals: Array<{ seq: number; recordId: number; xactId: string; leaf: Hash }>): void {
   send(tx, S.insertSeals, [seals.map((s) => s.seq), seals.map((s) => s.recordId), seals.map((s) => s.xactId), seals.map((s) => s.leaf.toString('hex'))]);

@@ -32,11 +32,14 @@ const S = statements('webhook', {
   // The row is created by the migration; this brings it back if someone deleted it (the
   // stream then starts over from seq 0: duplicates, which receivers recognise by seq).
   ensure: 'INSERT INTO audit_webhook_cursor DEFAULT VALUES ON CONFLICT (singleton) DO NOTHING',
-  // Without a lock or a write: what an idle poll costs.
+  // Without a lock or a write: what an idle poll costs. Pending is the cursor against the
+  // newest seq and checkpoint (each a descent of its primary key), not an EXISTS, whose plan
+  // scans the whole seal for a row past a cursor that is at its end (evidence.repository.ts,
+  // "waiting").
   state: `SELECT c.next_seq, c.last_checkpoint_id,
      (c.holder IS NOT NULL AND c.holder <> $1 AND c.lease_until > clock_timestamp()) AS leased_elsewhere,
-     (EXISTS (SELECT 1 FROM audit_seal s WHERE s.seq >= c.next_seq)
-       OR EXISTS (SELECT 1 FROM audit_checkpoints k WHERE k.id > c.last_checkpoint_id)) AS pending
+     (c.next_seq <= COALESCE((SELECT max(s.seq) FROM audit_seal s), -1)
+       OR c.last_checkpoint_id < COALESCE((SELECT max(k.id) FROM audit_checkpoints k), 0)) AS pending
    FROM audit_webhook_cursor c`,
   tryLock: `SELECT pg_try_advisory_xact_lock(${WEBHOOK_LOCK}) AS locked`,
   // Takes the lease when nobody holds it, it has run out, or it is already ours.
