@@ -34,6 +34,22 @@ const FORMULA_AGENTS = ['=HYPERLINK("http://evil.test","open me")', '+1+1', '-2-
 const QUOTED_AGENT = 'Mozilla/5.0 (X11; "quoted", comma)';
 /** Request ids the service keeps (they are sane) that a spreadsheet would still read as formulas. */
 const FORMULA_REQUEST_IDS = [`-cmd-${unique()}`, `@cmd-${unique()}`];
+/**
+ * Records the owner appends with values the service's own writes rarely hold, for the sealed
+ * form an export builds in SQL (export.ts): timestamps on a whole second and just below the
+ * next, null columns, escapes, characters beyond ASCII, numbers that JSON writes in more than
+ * one way, and a string that holds the personal-data marker.
+ */
+const ODD_RECORDS: Array<{ timestamp: string; actor: boolean; resource_id: number | null; metadata: unknown; ip: string | null; user_agent: string | null; request_id: string }> = [
+  { timestamp: '2026-01-02 03:04:05+00', actor: false, resource_id: null, metadata: {}, ip: null, user_agent: null, request_id: `odd-${unique()}` },
+  {
+    timestamp: '2026-01-02 03:04:05.999999+00', actor: true, resource_id: 9007199254740991,
+    metadata: { 'ключ': 'значение 😀 \u2028', nested: { a: [1, 1.5, -0.25, 1e21, 12345678901234567890, true, null, 'x"y\\z'] }, empty: '', '"$personal"': 'not a ref' },
+    ip: '::1', user_agent: 'tab\there "quoted" back\\slash é', request_id: `odd-"quoted"-${unique()}`,
+  },
+  { timestamp: '2026-01-02 03:04:05.0005+00', actor: true, resource_id: 0, metadata: { note: 'text with "$personal" inside', email: { $personal: 'looks like a ref but names nothing' } }, ip: '10.0.0.1', user_agent: '', request_id: `odd-${unique()}` },
+];
+
 /** Not possible through HTTP (a header value holds no CR; a leading tab is trimmed): appended by the owner. */
 const CONTROL_AGENTS = [`\ttab-${unique()}`, `\rcr-${unique()}`];
 
@@ -236,6 +252,7 @@ describe('over HTTP', () => {
   let alice: Session;
   let exportsMade = 0;
   const projectIds: number[] = [];
+  const oddIds: number[] = [];
 
   before(async () => {
     database = await openDatabase();
@@ -265,6 +282,17 @@ describe('over HTTP', () => {
         [admin.id, projectIds[0], ua, `owner-${unique()}`],
       );
     }
+    // The stamp trigger would set each timestamp to the clock: off for these inserts alone.
+    await server.owner.query('ALTER TABLE audit_log DISABLE TRIGGER audit_log_stamp');
+    for (const r of ODD_RECORDS) {
+      const [row] = await server.owner.query<{ id: number }>(
+        `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id)
+         VALUES ($1, 'UPDATE_TASK', 'TASK', $2, $3, 'SUCCESS', $4, $5, $6, $7) RETURNING id`,
+        [r.actor ? admin.id : null, r.resource_id, r.timestamp, JSON.stringify(r.metadata), r.ip, r.user_agent, r.request_id],
+      );
+      oddIds.push(row!.id);
+    }
+    await server.owner.query('ALTER TABLE audit_log ENABLE TRIGGER audit_log_stamp');
     await settled(server, admin);
     const keys = await admin.client.get<Array<{ public_key: string; note_verifier_key: string }>>('/api/v1/audit-logs/public-keys', { token: admin.token });
     assert.equal(keys.status, 200);
@@ -332,6 +360,23 @@ describe('over HTTP', () => {
     // This export's own record was written before it was read: there, with or without a proof.
     assert.ok([...sealed, ...pending].some((r) => r.record.action === 'EXPORT_AUDIT_LOG' && r.record.actor_id === admin.id));
     writeFileSync(file('http-all.ndjson'), exp.lines.join('\n') + '\n');
+  });
+
+  test("each line's sealed form is the record as the service reads it (the API's form), odd values included: timestamps, nulls, escapes, Unicode, numbers, the personal-data marker in a string", async () => {
+    const exp = parseExport((await httpExport()).text);
+    const lines = new Map(exp.records.map((r) => [r.record.id, r]));
+    for (const [i, id] of oddIds.entries()) {
+      const line = lines.get(id);
+      assert.ok(line, `record ${id} is exported`);
+      const api = await admin.client.get<SealedRecord>(`/api/v1/audit-logs/${id}`, { token: admin.token });
+      assert.equal(api.status, 200, api.text);
+      assert.deepEqual(line.record, api.body, `record ${id}: the API form`);
+      // The sealed form is the same record with its metadata as stored (a ref, where the API shows "[redacted]").
+      assert.deepEqual(line.sealed, { ...api.body, metadata: JSON.parse(JSON.stringify(ODD_RECORDS[i]!.metadata)) as unknown }, `record ${id}: the sealed form`);
+      assert.equal(recordLeaf(line.sealed).toString('base64'), line.leaf_hash, `record ${id}: the leaf`);
+    }
+    const [whole, below, half] = oddIds.map((id) => lines.get(id)!.sealed.timestamp);
+    assert.deepEqual([whole, below, half], ['2026-01-02T03:04:05.000Z', '2026-01-02T03:04:05.999Z', '2026-01-02T03:04:05.000Z'], 'milliseconds, truncated');
   });
 
   test('block by block: with 4 seqs a block, complete blocks share their path above the block and the last takes the general proof; every line of the unfiltered and a filtered export verifies', async () => {

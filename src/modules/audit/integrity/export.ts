@@ -13,11 +13,13 @@ import { where } from '../../../db/conditions.js';
 import { query, statements } from '../../../db/statements.js';
 import { auditFilterConditions, type AuditFilters, type AuditRow } from '../audit.repository.js';
 import { resolvePersonalData } from '../audit.service.js';
+import { PERSONAL_MARKER } from '../audit.writer.js';
 import { fetchNodes, latestCheckpoint } from './evidence.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
 import { inclusionProof, inclusionProofNodes, nodeHash, type Hash, type NodeKey } from './merkle.js';
+import { integerText } from './integer-text.js';
 import { OutputBuffer, utf8Bound } from './output-buffer.js';
-import { sealedForm } from './sealed-form.js';
+import { SEALED_FIELDS, sealedForm, type SealedField } from './sealed-form.js';
 
 export type ExportFormat = 'ndjson' | 'csv';
 
@@ -29,18 +31,48 @@ const S = statements('export', {
 });
 
 type SealedExportRow = AuditRow & { seq: number; leaf_hash: Uint8Array };
+/** A sealed record for an NDJSON line: its sealed form as JSON text, made by PostgreSQL. */
+type SealedJsonRow = { seq: number; leaf_hash: Uint8Array; record_json: string };
 type PendingExportRow = AuditRow & { xact_id: string };
 
 /**
- * Sealed records with seq in [from, to) that match the filters, in seq order. Each record by its
- * key (the lateral subquery is not flattened): a block costs the same whatever the filters and
- * the statistics, where a join left to the planner could scan all of audit_log for each block.
+ * The sealed form (sealed-form.ts) of a record as JSON text, built by PostgreSQL: for an NDJSON
+ * line the service only copies it, where parsing eleven columns into an object and writing them
+ * back out with JSON.stringify was most of the export's work (and the database, on the other
+ * core, had time to spare). Compact, with the keys in the API's order, as JSON.stringify wrote
+ * it before, so that a grep for `"action":"LOGIN_FAILURE"` still finds its lines; only the
+ * metadata is as jsonb prints it (`{"key": "value"}`). A verifier parses the text and
+ * canonicalizes it, so the values are what count: the timestamp takes the service's form
+ * (timestamps.ts: UTC, milliseconds truncated, which to_char's MS does), and
+ * test/audit-export.test.ts holds the text to the sealed form the service computes.
  */
-function sealedChunk(q: Queryable, f: AuditFilters, from: number, to: number) {
-  const w = where('export_sealed', [[(p) => `s.seq >= ${p}`, from], [(p) => `s.seq < ${p}`, to], ...auditFilterConditions(f, 'a.')]);
+const RECORD_JSON_VALUES: Record<SealedField, string> = {
+  id: 'a.id::text',
+  actor_id: "COALESCE(a.actor_id::text, 'null')",
+  action: 'to_json(a.action)::text',
+  resource_type: 'to_json(a.resource_type)::text',
+  resource_id: "COALESCE(a.resource_id::text, 'null')",
+  timestamp: `'"' || to_char(a."timestamp" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"'`,
+  result: 'to_json(a.result)::text',
+  metadata: 'a.metadata::text',
+  ip: "COALESCE(to_json(a.ip)::text, 'null')",
+  user_agent: "COALESCE(to_json(a.user_agent)::text, 'null')",
+  request_id: 'to_json(a.request_id)::text',
+};
+const RECORD_JSON = `${SEALED_FIELDS.map((key, i) => `'${i === 0 ? '{' : ','}"${key}":' || ${RECORD_JSON_VALUES[key]}`).join(' || ')} || '}' AS record_json`;
+
+/**
+ * Sealed records with seq in [from, to) that match the filters, in seq order: as columns (CSV)
+ * or as the sealed form's JSON text (NDJSON). Each record by its key (the lateral subquery is
+ * not flattened): a block costs the same whatever the filters and the statistics, where a join
+ * left to the planner could scan all of audit_log for each block.
+ */
+function sealedChunk<R>(q: Queryable, form: 'columns' | 'json', f: AuditFilters, from: number, to: number) {
+  const w = where(`export_sealed_${form}`, [[(p) => `s.seq >= ${p}`, from], [(p) => `s.seq < ${p}`, to], ...auditFilterConditions(f, 'a.')]);
   w.params.push(to - from);
-  return q.query<SealedExportRow>(
-    `SELECT s.seq, s.leaf_hash, ${RECORD_COLUMNS} FROM audit_seal s JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true ${w.clause} ORDER BY s.seq LIMIT $${w.params.length}`,
+  const columns = form === 'json' ? RECORD_JSON : RECORD_COLUMNS;
+  return q.query<R>(
+    `SELECT s.seq, s.leaf_hash, ${columns} FROM audit_seal s JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true ${w.clause} ORDER BY s.seq LIMIT $${w.params.length}`,
     w.params,
     { prepareAs: w.prepareAs },
   );
@@ -70,22 +102,26 @@ export interface ExportOptions {
 
 const insideBlock = (from: number, to: number) => (k: NodeKey) => k.index * 2 ** k.level >= from && (k.index + 1) * 2 ** k.level <= to;
 
-interface Block {
+interface Block<R> {
   size: number;
-  rows: SealedExportRow[];
+  rows: R[];
   /** Every leaf of the block, when the rows are filtered (else the rows carry them). */
   leaves?: Array<{ leaf_hash: Uint8Array }>;
   /** The stored nodes outside the block that its records' proofs need. */
   outside: Map<string, Hash>;
 }
 
+/** The block of seqs [from, to) for CSV: its matching rows, as columns. */
+async function readCsvBlock(db: Queryable, f: AuditFilters, from: number, to: number, size: number): Promise<Block<SealedExportRow>> {
+  return { size, rows: await sealedChunk<SealedExportRow>(db, 'columns', f, from, to), outside: new Map() };
+}
+
 /**
- * The block of seqs [from, to): its matching rows and, for NDJSON, what its proofs need besides
- * them, read side by side (none depends on another's answer).
+ * The block of seqs [from, to) for NDJSON: its matching rows as JSON text and what their proofs
+ * need besides them, read side by side (none depends on another's answer).
  */
-async function readBlock(db: Queryable, f: AuditFilters, from: number, to: number, size: number, withProofs: boolean): Promise<Block> {
-  const rows = sealedChunk(db, f, from, to);
-  if (!withProofs) return { size, rows: await rows, outside: new Map() };
+async function readProofBlock(db: Queryable, f: AuditFilters, from: number, to: number, size: number): Promise<Block<SealedJsonRow>> {
+  const rows = sealedChunk<SealedJsonRow>(db, 'json', f, from, to);
   const inside = insideBlock(from, to);
   const outsideKeys = [...inclusionProofNodes(from, size), ...inclusionProofNodes(to - 1, size)].filter((k) => !inside(k));
   const filtered = auditFilterConditions(f, 'a.').some(([, value]) => value !== undefined);
@@ -105,7 +141,7 @@ async function readBlock(db: Queryable, f: AuditFilters, from: number, to: numbe
  * in, and the block's path once: a million-record export converted 21 million hashes to base64
  * before, one per path entry. The last, incomplete block takes the general proof per record.
  */
-function blockProofs(block: Block, from: number, to: number) {
+function blockProofs(block: Block<{ leaf_hash: Uint8Array }>, from: number, to: number) {
   const leaves = (block.leaves ?? block.rows).map((r) => Buffer.from(r.leaf_hash));
   const { outside } = block;
   const levels: Hash[][] = [leaves];
@@ -170,6 +206,49 @@ const [LEFT_BRACKET, COMMA, RIGHT_BRACKET] = [0x5b, 0x2c, 0x5d];
 /** Bytes of a line besides its two records and its path, the seq's digits included. */
 const LINE_FIXED = LINE_START.length + SEALED.length + SEQ.length + 16 + LEAF_HASH.length + 46 + AUDIT_PATH.length + LINE_END.length;
 
+/**
+ * What `produce` makes of each block of seqs [0, size), in order, each block made while the one
+ * before it is sent. A block is read and written out in one go: what waits for a slow consumer
+ * is its output (bytes outside the JavaScript heap), not its rows, which a client reading slower
+ * than the database answers kept alive long enough to be promoted to the old generation (60 MB
+ * a second of them, and the heap at 150 MB between full collections). (A block still under way
+ * when the consumer stops must not become an unhandled rejection.)
+ */
+async function* blockwise<T>(size: number, block: number, produce: (from: number, to: number) => Promise<T>): AsyncGenerator<T> {
+  const start = (from: number) => {
+    const next = produce(from, Math.min(from + block, size));
+    next.catch(() => {});
+    return next;
+  };
+  let next = size > 0 ? start(0) : undefined;
+  for (let from = 0; from < size; from += block) {
+    const to = Math.min(from + block, size);
+    const current = await next!;
+    next = to < size ? start(to) : undefined;
+    yield current;
+  }
+}
+
+/** How a personal value's reference shows in a sealed form's JSON text: as this key. */
+const PERSONAL_KEY = `"${PERSONAL_MARKER}"`;
+
+/**
+ * Each row's API form as JSON text: its sealed form with personal values resolved (or
+ * "[redacted]"). Most records name none and their sealed text is their API form; a row whose
+ * text holds the marker at all (a string may hold it too) is parsed and resolved exactly.
+ */
+async function apiForms(db: Queryable, rows: SealedJsonRow[]): Promise<string[]> {
+  const forms = rows.map((r) => r.record_json);
+  const marked = rows.flatMap((r, i) => (r.record_json.includes(PERSONAL_KEY) ? [i] : []));
+  if (marked.length === 0) return forms;
+  const parsed = marked.map((i) => JSON.parse(rows[i]!.record_json) as AuditRow);
+  const resolved = await resolvePersonalData(db, parsed);
+  marked.forEach((i, k) => {
+    if (resolved[k] !== parsed[k]) forms[i] = JSON.stringify(sealedForm(resolved[k]!));
+  });
+  return forms;
+}
+
 export async function* exportAuditLog(db: Queryable, opts: ExportOptions): AsyncGenerator<string | Buffer> {
   const { filters, format, chunk, block } = opts;
   const checkpoint = await latestCheckpoint(db);
@@ -182,48 +261,56 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
   // Proofs block by block: the records of an aligned block of seqs share every proof node
   // above the block (fetched once per block), and the nodes inside it are hashed here from the
   // block's leaves, so a proof costs no database lookup of its own.
-  // The next block is read while this one is written (a read still under way when the consumer
-  // stops must not become an unhandled rejection).
-  const read = (from: number) => {
-    const next = readBlock(db, filters, from, Math.min(from + block, size), size, format === 'ndjson');
-    next.catch(() => {});
-    return next;
-  };
-  let next = size > 0 ? read(0) : undefined;
-  for (let from = 0; from < size; from += block) {
-    const to = Math.min(from + block, size);
-    const current = await next!;
-    const rows = current.rows;
-    next = to < size ? read(to) : undefined;
-    if (rows.length === 0) continue;
-    sealedCount += rows.length;
-    const records = await resolvePersonalData(db, rows);
-    if (format === 'csv') {
-      yield records.map((r, i) => csvRow(r, rows[i]!.seq, rows[i]!.leaf_hash)).join('');
-      continue;
-    }
-    // Each line is JSON.stringify({type, record, sealed, seq, leaf_hash, audit_path}), written in
-    // pieces (output-buffer.ts says why).
-    const proofs = blockProofs(current, from, to);
-    for (let i = 0; i < rows.length; i++) {
-      const row = rows[i]!;
-      const sealed = JSON.stringify(sealedForm(row));
-      // A record with no personal data comes back from resolvePersonalData as the row itself.
-      const record = records[i] === row ? sealed : JSON.stringify(sealedForm(records[i]!));
-      const full = out.room(LINE_FIXED + utf8Bound(record) + utf8Bound(sealed) + proofs.pathBound(row.seq));
-      if (full) yield full;
-      out.bytes(LINE_START);
-      out.utf8(record);
-      out.bytes(SEALED);
-      out.utf8(sealed);
-      out.bytes(SEQ);
-      out.latin1(String(row.seq));
-      out.bytes(LEAF_HASH);
-      out.bytes(proofs.leafHash(row.seq));
-      out.bytes(AUDIT_PATH);
-      proofs.writePath(out, row.seq);
-      out.bytes(LINE_END);
-    }
+  if (format === 'csv') {
+    // Rows written into the output buffer as they are made: a block joined into one string was
+    // a large object, born in the old generation, that waited there for a slow consumer.
+    const csvBlock = async (from: number, to: number): Promise<Buffer[]> => {
+      const rows = (await readCsvBlock(db, filters, from, to, size)).rows;
+      sealedCount += rows.length;
+      const records = await resolvePersonalData(db, rows);
+      const full: Buffer[] = [];
+      records.forEach((r, i) => {
+        const line = csvRow(r, rows[i]!.seq, rows[i]!.leaf_hash);
+        const handedOut = out.room(utf8Bound(line));
+        if (handedOut) full.push(handedOut);
+        out.utf8(line);
+      });
+      return full;
+    };
+    for await (const buffers of blockwise(size, block, csvBlock)) yield* buffers;
+  } else {
+    // The full buffers of each block; the last, partly filled, goes on with the next block's lines.
+    const ndjsonBlock = async (from: number, to: number): Promise<Buffer[]> => {
+      const current = await readProofBlock(db, filters, from, to, size);
+      const rows = current.rows;
+      if (rows.length === 0) return [];
+      sealedCount += rows.length;
+      const records = await apiForms(db, rows);
+      // Each line is {type, record, sealed, seq, leaf_hash, audit_path}, written in pieces
+      // (output-buffer.ts says why).
+      const proofs = blockProofs(current, from, to);
+      const full: Buffer[] = [];
+      for (let i = 0; i < rows.length; i++) {
+        const row = rows[i]!;
+        const sealed = row.record_json;
+        const record = records[i]!;
+        const handedOut = out.room(LINE_FIXED + utf8Bound(record) + utf8Bound(sealed) + proofs.pathBound(row.seq));
+        if (handedOut) full.push(handedOut);
+        out.bytes(LINE_START);
+        out.utf8(record);
+        out.bytes(SEALED);
+        out.utf8(sealed);
+        out.bytes(SEQ);
+        out.integer(row.seq);
+        out.bytes(LEAF_HASH);
+        out.bytes(proofs.leafHash(row.seq));
+        out.bytes(AUDIT_PATH);
+        proofs.writePath(out, row.seq);
+        out.bytes(LINE_END);
+      }
+      return full;
+    };
+    for await (const buffers of blockwise(size, block, ndjsonBlock)) yield* buffers;
   }
   const last = out.take();
   if (last) yield last;
@@ -258,7 +345,7 @@ export const CSV_COLUMNS = ['id', 'timestamp', 'actor_id', 'action', 'resource_t
  */
 export function csvCell(value: unknown): string {
   if (value === null || value === undefined) return '';
-  let text = typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : String(value);
+  let text = typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : Number.isSafeInteger(value) ? integerText(value as number) : String(value);
   if (/^[=+\-@\t\r]/.test(text)) text = `'${text}`;
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }

@@ -3,6 +3,8 @@
 // and in any outside verifier. It runs for every record a verification reads, hence the care
 // about allocations: one string built by concatenation, no entry arrays, no intermediate copies.
 
+import { integerText } from './integer-text.js';
+
 /** A lone surrogate only; a pair is one code point under the u flag and does not match. */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 /** What JSON.stringify would escape (or, for surrogates, check); most strings have none of it. */
@@ -47,6 +49,8 @@ function serialize(value: unknown): string {
       return quote(value);
     case 'number':
       // Number-to-String is ES's shortest round-trip form, RFC 8785 §3.2.2.3; it writes -0 as "0".
+      // Integers (every id) take integerText, the same text without V8's cache (see there).
+      if (Number.isSafeInteger(value)) return integerText(value);
       if (!Number.isFinite(value)) fail(String(value));
       return String(value);
     case 'boolean':

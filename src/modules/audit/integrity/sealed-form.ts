@@ -4,9 +4,12 @@ import type { AuditRow } from '../audit.repository.js';
 import { canonicalize, fieldsCanonicalizer } from './jcs.js';
 import { leafHash, type Hash } from './merkle.js';
 
-const SEALED_FIELDS = ['id', 'actor_id', 'action', 'resource_type', 'resource_id', 'timestamp', 'result', 'metadata', 'ip', 'user_agent', 'request_id'] as const;
+/** The sealed form's fields, in the API's order (export.ts builds the same form in SQL). */
+export const SEALED_FIELDS = ['id', 'actor_id', 'action', 'resource_type', 'resource_id', 'timestamp', 'result', 'metadata', 'ip', 'user_agent', 'request_id'] as const;
 
-export type SealedRecord = Pick<AuditRow, (typeof SEALED_FIELDS)[number]>;
+export type SealedField = (typeof SEALED_FIELDS)[number];
+
+export type SealedRecord = Pick<AuditRow, SealedField>;
 
 /** The sealed form of a stored row: exactly the API's fields (a row may carry more columns). */
 export function sealedForm(row: AuditRow): SealedRecord {
