@@ -332,6 +332,16 @@ describe('each tamper, in a rolled-back transaction, caught by the verification 
     assertBad(await scenario((q) => q.query("UPDATE audit_log SET ip = '203.0.113.9' WHERE id = $1", [last])), last, /no longer matches its seal/);
   });
 
+  test('a timestamp moved to the same instant BC or 10,000 years on is caught; moved within its millisecond it changes nothing the record shows', async () => {
+    // The verifier reads the sealed form as SQL builds it (sealed-form.ts); to_char alone writes
+    // 2026 BC as 2026, so this record would have verified unchanged while the API showed it BC.
+    const id = L.seals[Math.floor(L.seals.length / 3)]!;
+    assertBad(await scenario((q) => q.query(`UPDATE audit_log SET "timestamp" = ("timestamp" AT TIME ZONE 'UTC' - interval '4051 years') AT TIME ZONE 'UTC' WHERE id = $1`, [id])), id, /no longer matches its seal/);
+    assertBad(await scenario((q) => q.query(`UPDATE audit_log SET "timestamp" = "timestamp" + interval '10000 years' WHERE id = $1`, [id])), id, /no longer matches its seal/);
+    // Sub-millisecond digits are not part of the record (the API shows milliseconds): the seal holds.
+    assertOk(await scenario((q) => q.query(`UPDATE audit_log SET "timestamp" = date_trunc('milliseconds', "timestamp") + interval '999 microseconds' WHERE id = $1`, [id])));
+  });
+
   test('a deleted sealed record in the middle: first_bad_id is the first surviving record after the gap (the deleted one when the gap is at the end)', async () => {
     const seq = Math.floor(L.seals.length / 2);
     const deleted = L.seals[seq]!;

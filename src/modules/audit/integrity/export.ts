@@ -19,7 +19,7 @@ import { presentCheckpoint } from './evidence.presenter.js';
 import { inclusionProof, inclusionProofNodes, nodeHash, type Hash, type NodeKey } from './merkle.js';
 import { integerText } from './integer-text.js';
 import { OutputBuffer, utf8Bound } from './output-buffer.js';
-import { SEALED_FIELDS, sealedForm, type SealedField } from './sealed-form.js';
+import { SEALED_FORM_JSON, sealedForm } from './sealed-form.js';
 
 export type ExportFormat = 'ndjson' | 'csv';
 
@@ -36,32 +36,6 @@ type SealedJsonRow = { seq: number; leaf_hash: Uint8Array; record_json: string }
 type PendingExportRow = AuditRow & { xact_id: string };
 
 /**
- * The sealed form (sealed-form.ts) of a record as JSON text, built by PostgreSQL: for an NDJSON
- * line the service only copies it, where parsing eleven columns into an object and writing them
- * back out with JSON.stringify was most of the export's work (and the database, on the other
- * core, had time to spare). Compact, with the keys in the API's order, as JSON.stringify wrote
- * it before, so that a grep for `"action":"LOGIN_FAILURE"` still finds its lines; only the
- * metadata is as jsonb prints it (`{"key": "value"}`). A verifier parses the text and
- * canonicalizes it, so the values are what count: the timestamp takes the service's form
- * (timestamps.ts: UTC, milliseconds truncated, which to_char's MS does), and
- * test/audit-export.test.ts holds the text to the sealed form the service computes.
- */
-const RECORD_JSON_VALUES: Record<SealedField, string> = {
-  id: 'a.id::text',
-  actor_id: "COALESCE(a.actor_id::text, 'null')",
-  action: 'to_json(a.action)::text',
-  resource_type: 'to_json(a.resource_type)::text',
-  resource_id: "COALESCE(a.resource_id::text, 'null')",
-  timestamp: `'"' || to_char(a."timestamp" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"'`,
-  result: 'to_json(a.result)::text',
-  metadata: 'a.metadata::text',
-  ip: "COALESCE(to_json(a.ip)::text, 'null')",
-  user_agent: "COALESCE(to_json(a.user_agent)::text, 'null')",
-  request_id: 'to_json(a.request_id)::text',
-};
-const RECORD_JSON = `${SEALED_FIELDS.map((key, i) => `'${i === 0 ? '{' : ','}"${key}":' || ${RECORD_JSON_VALUES[key]}`).join(' || ')} || '}' AS record_json`;
-
-/**
  * Sealed records with seq in [from, to) that match the filters, in seq order: as columns (CSV)
  * or as the sealed form's JSON text (NDJSON). Each record by its key (the lateral subquery is
  * not flattened): a block costs the same whatever the filters and the statistics, where a join
@@ -70,7 +44,7 @@ const RECORD_JSON = `${SEALED_FIELDS.map((key, i) => `'${i === 0 ? '{' : ','}"${
 function sealedChunk<R>(q: Queryable, form: 'columns' | 'json', f: AuditFilters, from: number, to: number) {
   const w = where(`export_sealed_${form}`, [[(p) => `s.seq >= ${p}`, from], [(p) => `s.seq < ${p}`, to], ...auditFilterConditions(f, 'a.')]);
   w.params.push(to - from);
-  const columns = form === 'json' ? RECORD_JSON : RECORD_COLUMNS;
+  const columns = form === 'json' ? `${SEALED_FORM_JSON} AS record_json` : RECORD_COLUMNS;
   return q.query<R>(
     `SELECT s.seq, s.leaf_hash, ${columns} FROM audit_seal s JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true ${w.clause} ORDER BY s.seq LIMIT $${w.params.length}`,
     w.params,

@@ -6,10 +6,10 @@
 import type { Queryable } from '../../../db/database.js';
 import { checkCheckpoint } from './checkpoint-check.js';
 import {
-  checkpointsAfter, firstUnsealedBehind, latestCheckpoint, maxRecordId, sealCursor, sealedRowsFrom, sealedSize, signingKeys, type CheckpointRow, type SealedRow,
+  checkpointsAfter, firstUnsealedBehind, latestCheckpoint, maxRecordId, sealCursor, sealedJsonFrom, sealedSize, signingKeys, type CheckpointRow, type SealedJsonRow,
 } from './evidence.repository.js';
 import { TreeBuilder } from './merkle.js';
-import { rowLeaf } from './sealed-form.js';
+import { rowLeaf, type SealedRecord } from './sealed-form.js';
 import { parseVerifierKey, type NoteVerifier } from './signed-note.js';
 
 export interface VerifyReport {
@@ -80,11 +80,11 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
   // not dense the first jump ends the run, so what a later read skipped or repeated never counts.
   // (A read still under way when a problem ends the run must not become an unhandled rejection.)
   const { chunk, ahead } = opts.reads ?? DEFAULT_READS;
-  const reads: Array<Promise<SealedRow[]>> = [];
+  const reads: Array<Promise<SealedJsonRow[]>> = [];
   let nextFrom = 0;
   const readAhead = () => {
     while (reads.length <= ahead && nextFrom < total) {
-      const rows = sealedRowsFrom(db, nextFrom, chunk);
+      const rows = sealedJsonFrom(db, nextFrom, chunk);
       rows.catch(() => {});
       reads.push(rows);
       nextFrom += chunk;
@@ -98,15 +98,15 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
     readAhead();
     for (const row of rows) {
       if (row.seq !== seq) return report(false, `the seal jumps from seq ${seq - 1} to ${row.seq}: seal rows were removed`, row.record_id);
-      if (!row.present) {
+      if (row.record_json === null) {
         gone ??= row.record_id;
         builder.append(Buffer.from(row.leaf_hash));
         seq++;
         continue;
       }
-      const id = row.id;
+      const id = row.record_id;
       if (gone !== undefined) return report(false, `record ${gone}, sealed before record ${id}, no longer exists`, id);
-      const leaf = rowLeaf(row);
+      const leaf = rowLeaf(JSON.parse(row.record_json) as SealedRecord);
       if (!leaf.equals(row.leaf_hash)) return report(false, `record ${id} no longer matches its seal (seq ${seq})`, id);
       firstSinceCheckpoint ??= id;
       builder.append(leaf);
