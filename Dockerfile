@@ -29,6 +29,7 @@ ENV NODE_ENV=production \
     PORT=3000 \
     DATA_DIR=/data \
     MALLOC_ARENA_MAX=2 \
+    MALLOC_MMAP_THRESHOLD_=131072 \
     TEAMLOG_COMMIT=${TEAMLOG_COMMIT}
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
