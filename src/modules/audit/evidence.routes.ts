@@ -103,6 +103,8 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
         'Streams the whole result in constant memory; writes one EXPORT_AUDIT_LOG record first. NDJSON: a line ' +
         '`{type: "record", record, sealed, seq, leaf_hash, audit_path}` per record covered by the newest checkpoint, in seq order; ' +
         'then records not covered yet (seq null, no proof); last `{type: "checkpoint", …, export: {filters, records}}`. ' +
+        'Lines are compact JSON but for `metadata`, which keeps PostgreSQL\'s jsonb spacing and key order (`{"key": "value"}`): ' +
+        'whitespace and key order carry nothing (a leaf is over the canonical form), so parse lines rather than match bytes. ' +
         'Check it offline with `npx teamlog audit verify --file export.ndjson --public-key key.pem`. CSV: one row per record, ' +
         'cells starting with = + - @ tab or CR prefixed with an apostrophe.',
       querystring: ExportQuery,
