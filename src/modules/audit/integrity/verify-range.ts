@@ -82,6 +82,15 @@ export async function* lineBatches(path: string, range: ByteRange = { start: 0 }
 }
 
 /** Why a record's API form does not match the sealed form it claims, or undefined when it does. */
+/** Whether two JSON values are the same value; undefined when one cannot be canonicalized (a number beyond a double: a crafted line, reported, not thrown). */
+function sameJson(a: unknown, b: unknown): boolean | undefined {
+  try {
+    return canonicalize(a) === canonicalize(b);
+  } catch {
+    return undefined;
+  }
+}
+
 function apiFormProblem(record: unknown, sealed: SealedRecord): string | undefined {
   if (!isObject(record)) return 'its record is not an object';
   const keys = Object.keys(record);
@@ -97,7 +106,8 @@ function apiFormProblem(record: unknown, sealed: SealedRecord): string | undefin
   for (const k of sealedKeys) {
     const s = sealed.metadata[k];
     // A personal value is committed to by its ref; the value itself (or "[redacted]") cannot be checked here.
-    const same = !Object.hasOwn(meta, k) ? false : isPersonalRef(s) ? typeof meta[k] === 'string' : meta[k] === s || (typeof s === 'object' && canonicalize(meta[k]) === canonicalize(s));
+    const same = !Object.hasOwn(meta, k) ? false : isPersonalRef(s) ? typeof meta[k] === 'string' : meta[k] === s || (typeof s === 'object' && sameJson(meta[k], s));
+    if (same === undefined) return 'its sealed form is not JSON that can be canonicalized';
     if (!same) return `its record and its sealed form differ in metadata.${k}`;
   }
   return undefined;
