@@ -11,7 +11,11 @@ export interface Namespaces {
   admin: RealtimeNamespace;
 }
 
-/** Sockets of each namespace that are catching up; their live events wait in socket.data.buffer. */
+/**
+ * Sockets of each namespace that are catching up (their live events wait in socket.data.buffer),
+ * or that caught up to beyond live delivery (socket.data.replayedTo: the events up to it are not
+ * sent again).
+ */
 export class CatchingUp {
   private readonly sockets = new Map<RealtimeNamespace, Set<RealtimeSocket>>();
 
@@ -26,10 +30,17 @@ export class CatchingUp {
 export function sendLive(ns: RealtimeNamespace, catchingUp: Set<RealtimeSocket>, room: string, name: string, packet: Record<string, unknown>, eventId: number): void {
   const held: string[] = [];
   for (const socket of catchingUp) {
-    if (socket.rooms.has(room)) {
-      socket.data.buffer?.push({ name, packet, eventId });
-      held.push(socket.id);
+    const { replayedTo } = socket.data;
+    if (replayedTo !== undefined && eventId > replayedTo) {
+      // Live delivery is past what its catch-up sent: an ordinary socket again.
+      socket.data.replayedTo = undefined;
+      catchingUp.delete(socket);
+      continue;
     }
+    if (!socket.rooms.has(room)) continue;
+    // Caught up to beyond this event: its replay sent it already.
+    if (replayedTo === undefined) socket.data.buffer?.push({ name, packet, eventId });
+    held.push(socket.id);
   }
   ns.local.to(room).except(held).emit(name, packet);
 }

@@ -124,7 +124,7 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
 
   /** Presence changes reach every socket of every instance, each with its instance's position. */
   function announcePresence(userIds: number[], online: boolean, fromElsewhere = false): void {
-    const held = [...catchingUp.of(namespaces.main)].map((s) => s.id);
+    const held = [...catchingUp.of(namespaces.main)].filter((s) => s.data.buffer !== undefined).map((s) => s.id);
     for (const userId of userIds) namespaces.main.local.except(held).emit(online ? 'user-online' : 'user-offline', { user_id: userId, event_id: dispatcher.position });
     if (!fromElsewhere && redis) namespaces.main.serverSideEmit('presence', { user_ids: userIds, online });
   }
@@ -146,7 +146,7 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
     try {
       if (withPresence) await followMemberships(socket);
       const position =
-        lastEventId === undefined ? dispatcher.position : await catchUp(socket, ns, lastEventId === 'invalid' ? -1 : lastEventId, { db, audit: services.audit, catchingUp });
+        lastEventId === undefined ? dispatcher.position : await catchUp(socket, ns, lastEventId === 'invalid' ? -1 : lastEventId, { db, audit: services.audit, catchingUp, livePosition: () => dispatcher.position });
       if (withPresence) socket.emit('presence-snapshot', { online: await presence.online(), event_id: position });
     } catch (err) {
       log.warn({ err }, 'socket catch-up failed');

@@ -2,7 +2,8 @@
 // (as they are now) after its last_event_id, from the database, in order; then the live events
 // that arrived meanwhile, which waited in its buffer; then it is live like any other socket.
 // Nothing is skipped (replay reads up to the end of the outbox, the buffer holds all that came
-// after the socket joined its rooms) and nothing is sent twice (only ids past what it was sent).
+// after the socket joined its rooms) and nothing is sent twice (only ids past what it was sent,
+// from the buffer and from live delivery alike).
 // If what it missed is no longer kept, it is told so (resync-required) and refetches.
 import type { Database } from '../db/database.js';
 import type { AuditService } from '../modules/audit/audit.service.js';
@@ -26,7 +27,7 @@ export async function catchUp(
   socket: RealtimeSocket,
   ns: RealtimeNamespace,
   lastEventId: number | undefined,
-  deps: { db: Database; audit: AuditService; catchingUp: CatchingUp },
+  deps: { db: Database; audit: AuditService; catchingUp: CatchingUp; livePosition: () => number },
 ): Promise<number> {
   const names = REPLAYABLE[ns.name === '/admin' ? '/admin' : '/'];
   // If the database fails midway, the buffer is still sent: the client then has what it had.
@@ -62,7 +63,11 @@ export async function catchUp(
       }
     }
     socket.data.buffer = undefined;
-    deps.catchingUp.of(ns).delete(socket);
+    // Live delivery reads and packs a batch before it sends it, so what the replay just read
+    // from the outbox may still be on its way there: until it passes `sent`, those events are
+    // skipped for this socket (delivery.ts), or a client that reconnected got some of them twice.
+    if (sent > deps.livePosition()) socket.data.replayedTo = sent;
+    else deps.catchingUp.of(ns).delete(socket);
   }
   return sent;
 }

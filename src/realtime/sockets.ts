@@ -14,6 +14,8 @@ export interface SocketData {
   expiresAt: number;
   /** Set while the socket catches up (replay): live events wait here, in order. */
   buffer: BufferedEvent[] | undefined;
+  /** After its catch-up, while live delivery has not yet passed it: the last event_id the replay sent (delivery.ts skips those). */
+  replayedTo?: number;
   expiry: NodeJS.Timeout | undefined;
   /** Times (ms) of the socket's recent new-message events, for its rate limit. */
   recentMessages: number[];
