@@ -32,7 +32,7 @@ const S = statements('export', {
 
 type SealedExportRow = AuditRow & { seq: number; leaf_hash: Uint8Array };
 /** A sealed record for an NDJSON line: its sealed form as JSON text, made by PostgreSQL. */
-type SealedJsonRow = { seq: number; leaf_hash: Uint8Array; record_json: string };
+type SealedLineRow = { seq: number; leaf_hash: Uint8Array; record_json: string };
 type PendingExportRow = AuditRow & { xact_id: string };
 
 /**
@@ -85,17 +85,12 @@ interface Block<R> {
   outside: Map<string, Hash>;
 }
 
-/** The block of seqs [from, to) for CSV: its matching rows, as columns. */
-async function readCsvBlock(db: Queryable, f: AuditFilters, from: number, to: number, size: number): Promise<Block<SealedExportRow>> {
-  return { size, rows: await sealedChunk<SealedExportRow>(db, 'columns', f, from, to), outside: new Map() };
-}
-
 /**
  * The block of seqs [from, to) for NDJSON: its matching rows as JSON text and what their proofs
  * need besides them, read side by side (none depends on another's answer).
  */
-async function readProofBlock(db: Queryable, f: AuditFilters, from: number, to: number, size: number): Promise<Block<SealedJsonRow>> {
-  const rows = sealedChunk<SealedJsonRow>(db, 'json', f, from, to);
+async function readProofBlock(db: Queryable, f: AuditFilters, from: number, to: number, size: number): Promise<Block<SealedLineRow>> {
+  const rows = sealedChunk<SealedLineRow>(db, 'json', f, from, to);
   const inside = insideBlock(from, to);
   const outsideKeys = [...inclusionProofNodes(from, size), ...inclusionProofNodes(to - 1, size)].filter((k) => !inside(k));
   const filtered = auditFilterConditions(f, 'a.').some(([, value]) => value !== undefined);
@@ -182,11 +177,10 @@ const LINE_FIXED = LINE_START.length + SEALED.length + SEQ.length + 16 + LEAF_HA
 
 /**
  * What `produce` makes of each block of seqs [0, size), in order, each block made while the one
- * before it is sent. A block is read and written out in one go: what waits for a slow consumer
- * is its output (bytes outside the JavaScript heap), not its rows, which a client reading slower
- * than the database answers kept alive long enough to be promoted to the old generation (60 MB
- * a second of them, and the heap at 150 MB between full collections). (A block still under way
- * when the consumer stops must not become an unhandled rejection.)
+ * before it is sent. A block is read and written out in one go, so what waits for a slow
+ * consumer is its output (bytes outside the JavaScript heap), not its rows and their strings,
+ * which waiting long enough would promote to the old generation. (A block still under way when
+ * the consumer stops must not become an unhandled rejection.)
  */
 async function* blockwise<T>(size: number, block: number, produce: (from: number, to: number) => Promise<T>): AsyncGenerator<T> {
   const start = (from: number) => {
@@ -211,7 +205,7 @@ const PERSONAL_KEY = `"${PERSONAL_MARKER}"`;
  * "[redacted]"). Most records name none and their sealed text is their API form; a row whose
  * text holds the marker at all (a string may hold it too) is parsed and resolved exactly.
  */
-async function apiForms(db: Queryable, rows: SealedJsonRow[]): Promise<string[]> {
+async function apiForms(db: Queryable, rows: SealedLineRow[]): Promise<string[]> {
   const forms = rows.map((r) => r.record_json);
   const marked = rows.flatMap((r, i) => (r.record_json.includes(PERSONAL_KEY) ? [i] : []));
   if (marked.length === 0) return forms;
@@ -239,7 +233,7 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
     // Rows written into the output buffer as they are made: a block joined into one string was
     // a large object, born in the old generation, that waited there for a slow consumer.
     const csvBlock = async (from: number, to: number): Promise<Buffer[]> => {
-      const rows = (await readCsvBlock(db, filters, from, to, size)).rows;
+      const rows = await sealedChunk<SealedExportRow>(db, 'columns', filters, from, to);
       sealedCount += rows.length;
       const records = await resolvePersonalData(db, rows);
       const full: Buffer[] = [];

@@ -12,7 +12,7 @@ import type { Worker } from 'node:worker_threads';
 import { moduleWorker } from '../../../module-worker.js';
 import { checkCheckpoint } from './checkpoint-check.js';
 import type { NoteVerifier } from './signed-note.js';
-import { verifyRange, type ByteRange, type RangeReport, type RangeTask, type RangeWorkerMessage } from './verify-range.js';
+import { isObject, verifyRange, type ByteRange, type RangeReport, type RangeTask, type RangeWorkerMessage } from './verify-range.js';
 
 export interface ExportVerifyReport {
   ok: boolean;
@@ -44,8 +44,6 @@ export interface ExportVerifyOptions {
 const MIN_RANGE_BYTES = 40 << 20;
 /** Each worker holds a heap of its own (some 50 MB while it runs), and reads its range from the same disk. */
 const MAX_WORKERS = 8;
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The last line of a file, read from its end (the checkpoint line, which the proofs are against). */
 export async function lastLine(path: string): Promise<string> {

@@ -9,7 +9,7 @@
 import { createReadStream } from 'node:fs';
 import { canonicalize } from './jcs.js';
 import { InclusionChecker } from './merkle.js';
-import { recordLeaf, type SealedRecord } from './sealed-form.js';
+import { SEALED_FIELDS as FIELDS, recordLeaf, type SealedRecord } from './sealed-form.js';
 
 /** Bytes [start, end) of a file; no end: to the end of the file. Cut at line boundaries. */
 export interface ByteRange {
@@ -53,8 +53,8 @@ export interface RangeReport {
   problem?: { line: number; problem: string; id?: number };
 }
 
-const FIELDS = ['id', 'actor_id', 'action', 'resource_type', 'resource_id', 'timestamp', 'result', 'metadata', 'ip', 'user_agent', 'request_id'] as const;
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** A JSON object (not null, not an array). */
+export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isPersonalRef = (v: unknown) => isObject(v) && Object.keys(v).length === 1 && typeof v.$personal === 'string';
 const [LF, CR] = [0x0a, 0x0d];
 
