@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { forbidden } from '../../domain/errors.js';
 import { pageRequest, sendPage } from '../../http/pagination.js';
 import { authedContext } from '../../http/request-context.js';
 import { IdParams, Page, errorResponses } from '../../http/schemas.js';
+import { requireAuditor } from './audit-access.js';
 import { AuditQuery, AuditRecord } from './audit.schemas.js';
 import type { AuditService } from './audit.service.js';
 import { registerEvidenceRoutes } from './evidence.routes.js';
@@ -13,7 +13,7 @@ const security = [{ bearer: [] }];
 export const auditRoutes: FastifyPluginAsyncTypebox<{ audit: AuditService; evidence: EvidenceService }> = async (app, { audit, evidence }) => {
   // The audit log is for ADMINs only; checked once for every route of this plugin.
   app.addHook('preHandler', async (request) => {
-    if (authedContext(request).actor.role !== 'ADMIN') throw forbidden('The audit log is for ADMINs only');
+    requireAuditor(authedContext(request).actor);
   });
 
   app.get('/audit-logs', {

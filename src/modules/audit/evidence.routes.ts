@@ -106,7 +106,8 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
         'Lines are compact JSON but for `metadata`, which keeps PostgreSQL\'s jsonb spacing and key order (`{"key": "value"}`): ' +
         'whitespace and key order carry nothing (a leaf is over the canonical form), so parse lines rather than match bytes. ' +
         'Check it offline with `npx teamlog audit verify --file export.ndjson --public-key key.pem`. CSV: one row per record, ' +
-        'cells starting with = + - @ tab or CR prefixed with an apostrophe.',
+        'cells starting with = + - @ tab or CR prefixed with an apostrophe. The right is checked again before each block is read: ' +
+        'if the session is revoked or its user is no longer an ADMIN, the response is cut off (NDJSON: without its checkpoint line).',
       querystring: ExportQuery,
       response: {
         200: {
@@ -125,7 +126,7 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
       reply.type(format === 'csv' ? 'text/csv; charset=utf-8' : 'application/x-ndjson; charset=utf-8');
       reply.header('content-disposition', `attachment; filename="audit-log.${format}"`);
       // A stream is piped as it is read (backpressure), past the serializer.
-      return reply.send(evidence.exportStream(filters, format) as never);
+      return reply.send(evidence.exportStream(filters, format, authedContext(request).actor) as never);
     },
   });
 }

@@ -2,6 +2,10 @@
 // keys, inclusion and consistency proofs from the stored tree, and verification.
 import { Readable } from 'node:stream';
 import type { Database } from '../../../db/database.js';
+import type { Actor } from '../../../context.js';
+import { liveActor } from '../../sessions/session-verdict.js';
+import { lookupSession } from '../../sessions/sessions.repository.js';
+import { requireAuditor } from '../audit-access.js';
 import type { AuditFilters } from '../audit.repository.js';
 import { invalid, notFound } from '../../../domain/errors.js';
 import { presentCheckpoint } from './evidence.presenter.js';
@@ -63,9 +67,18 @@ export function createEvidenceService(db: Database, key: SigningKey, configuredO
       return { from, to, proof: proof.map(b64) };
     },
 
-    /** The filtered log as a stream of NDJSON or CSV text, read from the database as it is consumed. */
-    exportStream(filters: AuditFilters, format: ExportFormat): Readable {
-      return Readable.from(exportAuditLog(db, { filters, format, chunk: 1000, block: 1024 }), { objectMode: false });
+    /**
+     * The filtered log as a stream of NDJSON or CSV text, read from the database as it is
+     * consumed. For a caller (an API request), whose right was checked when the request began,
+     * it is checked again against the session as it stands before each block: an export can
+     * stream for minutes to a slow reader, and a revoked session or a demoted ADMIN must stop it
+     * at once (the stream then ends in an error, without its checkpoint line).
+     */
+    exportStream(filters: AuditFilters, format: ExportFormat, caller?: Actor): Readable {
+      const stillEntitled = caller
+        ? async () => requireAuditor(liveActor(await lookupSession(db, caller.sessionId), caller))
+        : undefined;
+      return Readable.from(exportAuditLog(db, { filters, format, chunk: 1000, block: 1024, stillEntitled }), { objectMode: false });
     },
 
     /** Verifies the whole log; the newest checkpoint must be under this service's own key. */

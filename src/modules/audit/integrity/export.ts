@@ -72,6 +72,8 @@ export interface ExportOptions {
   chunk: number;
   /** Seqs per block of the covered ones: a power of two. */
   block: number;
+  /** Throws when the caller may no longer read the log; awaited before each read. */
+  stillEntitled?: () => Promise<void>;
 }
 
 const insideBlock = (from: number, to: number) => (k: NodeKey) => k.index * 2 ** k.level >= from && (k.index + 1) * 2 ** k.level <= to;
@@ -218,7 +220,7 @@ async function apiForms(db: Queryable, rows: SealedLineRow[]): Promise<string[]>
 }
 
 export async function* exportAuditLog(db: Queryable, opts: ExportOptions): AsyncGenerator<string | Buffer> {
-  const { filters, format, chunk, block } = opts;
+  const { filters, format, chunk, block, stillEntitled } = opts;
   const checkpoint = await latestCheckpoint(db);
   const size = checkpoint?.tree_size ?? 0;
   let sealedCount = 0;
@@ -233,6 +235,7 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
     // Rows written into the output buffer as they are made: a block joined into one string was
     // a large object, born in the old generation, that waited there for a slow consumer.
     const csvBlock = async (from: number, to: number): Promise<Buffer[]> => {
+      await stillEntitled?.();
       const rows = await sealedChunk<SealedExportRow>(db, 'columns', filters, from, to);
       sealedCount += rows.length;
       const records = await resolvePersonalData(db, rows);
@@ -249,6 +252,7 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
   } else {
     // The full buffers of each block; the last, partly filled, goes on with the next block's lines.
     const ndjsonBlock = async (from: number, to: number): Promise<Buffer[]> => {
+      await stillEntitled?.();
       const current = await readProofBlock(db, filters, from, to, size);
       const rows = current.rows;
       if (rows.length === 0) return [];
@@ -286,6 +290,7 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
   // Records the checkpoint does not cover yet: after the last one it covers, in commit order.
   let after = size > 0 ? (await query<{ xact_id: string; record_id: number }>(db, S.sealAt, [size - 1]))[0] : { xact_id: '0', record_id: 0 };
   while (after) {
+    await stillEntitled?.();
     const rows = await pendingChunk(db, filters, after, chunk);
     if (rows.length === 0) break;
     const last = rows[rows.length - 1]!;
