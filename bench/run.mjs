@@ -444,7 +444,7 @@ async function main() {
   let evidence;
   // MALLOC_ARENA_MAX=2, MALLOC_MMAP_THRESHOLD_=131072: the production settings the README
   // recommends on glibc (without the first each thread-pool thread that hashes a password keeps
-  // its own arena, ~50 MB more RSS at peak; without the second the export's 256 KB buffers stay
+  // its own arena, ~50 MB more RSS at peak; without the second what the export frees stays
   // resident in the malloc heap after use, ~20 MB more).
   // RATE_LIMIT_PER_MINUTE: high enough that the general limit never refuses the load, so that
   // its counting is measured with the rest while every answer is the route's own.
