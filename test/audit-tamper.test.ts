@@ -326,6 +326,12 @@ describe('each tamper, in a rolled-back transaction, caught by the verification 
       id,
       /no longer matches its seal/,
     );
+    // A number no double holds (jsonb takes it): the record is named, not an exception (a 500 on the route).
+    assertBad(
+      await scenario((q) => q.query(`UPDATE audit_log SET metadata = '{"amount": 1e400}' WHERE id = $1`, [id])),
+      id,
+      new RegExp(`record ${id}: its sealed form is not JSON that can be canonicalized`),
+    );
     // The very first and the very last sealed records, too.
     assertBad(await scenario((q) => changeAction(q, L.seals[0]!)), L.seals[0], /no longer matches its seal/);
     const last = L.seals[L.seals.length - 1]!;

@@ -8,7 +8,7 @@ import { checkCheckpoint } from './checkpoint-check.js';
 import {
   checkpointsAfter, firstUnsealedBehind, latestCheckpoint, maxRecordId, sealCursor, sealedJsonFrom, sealedSize, signingKeys, type CheckpointRow, type SealedJsonRow,
 } from './evidence.repository.js';
-import { TreeBuilder } from './merkle.js';
+import { TreeBuilder, type Hash } from './merkle.js';
 import { rowLeaf, type SealedRecord } from './sealed-form.js';
 import { parseVerifierKey, type NoteVerifier } from './signed-note.js';
 
@@ -106,7 +106,8 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
       }
       const id = row.record_id;
       if (gone !== undefined) return report(false, `record ${gone}, sealed before record ${id}, no longer exists`, id);
-      const leaf = rowLeaf(JSON.parse(row.record_json) as SealedRecord);
+      const leaf = leafOf(row.record_json);
+      if (!leaf) return report(false, `record ${id}: its sealed form is not JSON that can be canonicalized`, id);
       if (!leaf.equals(row.leaf_hash)) return report(false, `record ${id} no longer matches its seal (seq ${seq})`, id);
       firstSinceCheckpoint ??= id;
       builder.append(leaf);
@@ -156,6 +157,18 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
   const inserted = await insertedRecord(db);
   if (inserted !== undefined) return report(false, `record ${inserted} sits among sealed records in commit order but was never sealed: it was inserted behind the service's back`, inserted);
   return report(true);
+}
+
+/**
+ * The leaf of a sealed form as SQL wrote it; undefined when it cannot be canonicalized: a
+ * number beyond a double in the metadata, which jsonb takes from someone behind the service's back.
+ */
+function leafOf(recordJson: string): Hash | undefined {
+  try {
+    return rowLeaf(JSON.parse(recordJson) as SealedRecord);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Checkpoints in id order up to id `upTo`, a page at a time. */
