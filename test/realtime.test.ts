@@ -314,11 +314,15 @@ describe('replay', () => {
   test('what it missed is older than the retention: resync-required with the oldest event_id kept', async () => {
     const user = await h.newUser();
     const s = await socketOf(user);
+    // Stays connected: what it receives has been numbered (an event gets its event_id from the
+    // sequencer after its commit), so the oldest kept event_id read below is final.
+    const witness = await socketOf(user);
     const m = await postMessage(user, 'general');
     const lastEventId = (await s.rec.waitFor((e) => e.name === 'new-message' && e.payload.id === m.id)).payload.event_id as number;
     s.socket.close();
     await postMessage(user, 'general');
-    await postMessage(user, 'general');
+    const newest = await postMessage(user, 'general');
+    await witness.rec.waitFor((e) => e.name === 'new-message' && e.payload.id === newest.id);
     // Pruning as maintenance does, up to and including what the client would need next.
     await h.server.owner.query('DELETE FROM events WHERE event_id <= $1', [lastEventId + 1]);
     const again = await socketOf(user, { lastEventId });
