@@ -9,6 +9,7 @@ import { Client, login, type Session } from './helpers/client.js';
 import { addMember, createProject, createTask, postMessage, uniqueWord } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 import { needsPostgres, startTestServer } from './helpers/server.js';
+import { deliveryPauseForTests } from '../src/realtime/delivery.js';
 import { connect, connectRecording, disconnection, emitRaw, emitWithAck, rawAck, sleep, type ClientSocket, type Recorder } from './helpers/sockets.js';
 
 const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
@@ -309,6 +310,42 @@ describe('replay', () => {
     assert.deepEqual(messages.filter((id) => [...missed, live].some((m) => m.id === id)), [...missed, live].map((m) => m.id));
     assert.ok(replayed);
     closeAll();
+  });
+
+  test('an event live delivery still holds when the catch-up has replayed it is sent once (the catch-up overtook delivery)', async () => {
+    const { owner, member, project } = await team();
+    const room = `project:${project.id}`;
+    const first = await socketOf(member);
+    const seen = await postMessage(owner, room);
+    const lastEventId = (await first.rec.waitFor((e) => e.name === 'new-message' && e.payload.id === seen.id)).payload.event_id as number;
+    first.socket.close();
+    // Live delivery reads and packs the next message of the room, then waits here before sending it.
+    let holding!: () => void;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (holding = resolve));
+    const released = new Promise<void>((resolve) => (release = resolve));
+    deliveryPauseForTests.beforeSend = async (events) => {
+      if (!events.some((e) => e.room === room && e.name === 'new-message')) return;
+      deliveryPauseForTests.beforeSend = undefined;
+      holding();
+      await released;
+    };
+    try {
+      const missed = await postMessage(owner, room);
+      await held;
+      // The client reconnects meanwhile: its catch-up reads the message from the outbox and sends it.
+      const again = await socketOf(member, { lastEventId });
+      await again.rec.waitFor((e) => e.name === 'new-message' && e.payload.id === missed.id);
+      release();
+      const live = await postMessage(owner, room);
+      await again.rec.waitFor((e) => e.name === 'new-message' && e.payload.id === live.id);
+      const received = again.rec.events.filter((e) => e.name === 'new-message').map((e) => e.payload.id);
+      assert.deepEqual(received, [missed.id, live.id], 'the held message once (not again when delivery went on), then live ones');
+    } finally {
+      deliveryPauseForTests.beforeSend = undefined;
+      release();
+      closeAll();
+    }
   });
 
   test('what it missed is older than the retention: resync-required with the oldest event_id kept', async () => {

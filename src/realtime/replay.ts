@@ -32,6 +32,8 @@ export async function catchUp(
   const names = REPLAYABLE[ns.name === '/admin' ? '/admin' : '/'];
   // If the database fails midway, the buffer is still sent: the client then has what it had.
   let sent = lastEventId ?? 0;
+  /** What the replay sent, from the outbox. */
+  const replayedIds: number[] = [];
   try {
     const { last, oldest } = await eventBounds(deps.db);
     const invalid = lastEventId === undefined || !Number.isSafeInteger(lastEventId) || lastEventId < 0;
@@ -48,7 +50,10 @@ export async function catchUp(
         const packets = await packetsFor(rows, deps.audit);
         for (const e of rows) {
           const packet = packets.get(e.event_id);
-          if (packet) socket.emit(e.name, packet);
+          if (packet) {
+            socket.emit(e.name, packet);
+            replayedIds.push(e.event_id);
+          }
           sent = e.event_id;
         }
         if (rows.length < BATCH || !socket.connected) break;
@@ -64,9 +69,13 @@ export async function catchUp(
     }
     socket.data.buffer = undefined;
     // Live delivery reads and packs a batch before it sends it, so what the replay just read
-    // from the outbox may still be on its way there: until it passes `sent`, those events are
-    // skipped for this socket (delivery.ts), or a client that reconnected got some of them twice.
-    if (sent > deps.livePosition()) socket.data.replayedTo = sent;
+    // from the outbox may still be on its way there: until it passes them, exactly those events
+    // are skipped for this socket (delivery.ts), or a client that reconnected got them twice.
+    // (Exactly those: an event of a room the socket joined after its replay read is not among
+    // them, and is delivered live.)
+    const position = deps.livePosition();
+    const ahead = replayedIds.filter((id) => id > position);
+    if (ahead.length > 0) socket.data.replayed = { ids: new Set(ahead), upTo: ahead[ahead.length - 1]! };
     else deps.catchingUp.of(ns).delete(socket);
   }
   return sent;

@@ -14,8 +14,11 @@ export interface SocketData {
   expiresAt: number;
   /** Set while the socket catches up (replay): live events wait here, in order. */
   buffer: BufferedEvent[] | undefined;
-  /** After its catch-up, while live delivery has not yet passed it: the last event_id the replay sent (delivery.ts skips those). */
-  replayedTo?: number;
+  /**
+   * After its catch-up, while live delivery has not yet passed them: the event_ids its replay
+   * sent that live delivery had not sent yet, and the last of them (delivery.ts skips those).
+   */
+  replayed?: { ids: Set<number>; upTo: number };
   expiry: NodeJS.Timeout | undefined;
   /** Times (ms) of the socket's recent new-message events, for its rate limit. */
   recentMessages: number[];
