@@ -282,6 +282,17 @@ describe('filters', () => {
       assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
     }
   });
+
+  test('names the allowed values of a closed set in one error, not the first of them', async () => {
+    const action = await h.admin.client.get<{ detail: string; errors: Array<{ field: string; message: string }> }>('/api/v1/audit-logs?action=LOGIN_SUCCESS&action=FOO', { token: h.admin.token });
+    assert.equal(action.status, 400);
+    assert.equal(action.body.errors.length, 1, JSON.stringify(action.body.errors));
+    assert.equal(action.body.errors[0]!.field, '/action/1');
+    assert.match(action.body.detail, /^query parameter action\/1 must be one of CREATE_USER, .*LOGIN_SUCCESS, .*EXPORT_AUDIT_LOG/);
+    const result = await h.admin.client.get<{ detail: string; errors: unknown[] }>('/api/v1/audit-logs?result=OK', { token: h.admin.token });
+    assert.equal(result.body.detail, 'query parameter result must be one of SUCCESS, FAILURE, DENIED');
+    assert.equal(result.body.errors.length, 1);
+  });
 });
 
 describe('pagination', () => {

@@ -1,8 +1,6 @@
 import { Type } from 'typebox';
-import { Id, NullableId, NullableString, PageQuery, Timestamp, named } from '../../http/schemas.js';
+import { Id, NullableId, NullableString, PageQuery, StringEnum, Timestamp, named } from '../../http/schemas.js';
 import { AUDIT_ACTIONS, AUDIT_RESULTS, RESOURCE_TYPES } from './audit.writer.js';
-
-const literalUnion = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
 
 /** An action or resource type as the database holds it (a CHECK constraint): new ones may come. */
 const UPPER_NAME = { maxLength: 64, pattern: '^[A-Z][A-Z_]*$' };
@@ -41,10 +39,10 @@ export const AuditRecord = named(
 export const AuditQuery = Type.Object(
   {
     actor_id: Type.Optional(Id),
-    action: Type.Optional(Type.Array(literalUnion(AUDIT_ACTIONS), { maxItems: 25, description: 'Repeatable: ?action=A&action=B' })),
-    resource_type: Type.Optional(literalUnion(RESOURCE_TYPES)),
+    action: Type.Optional(Type.Array(StringEnum(AUDIT_ACTIONS), { maxItems: 25, description: 'Repeatable: ?action=A&action=B' })),
+    resource_type: Type.Optional(StringEnum(RESOURCE_TYPES)),
     resource_id: Type.Optional(Id),
-    result: Type.Optional(literalUnion(AUDIT_RESULTS)),
+    result: Type.Optional(StringEnum(AUDIT_RESULTS)),
     from: Type.Optional(Type.String({ format: 'date-time', maxLength: 64, description: 'Inclusive lower bound on timestamp' })),
     to: Type.Optional(Type.String({ format: 'date-time', maxLength: 64, description: 'Exclusive upper bound on timestamp' })),
     ...PageQuery,
