@@ -552,6 +552,27 @@ describe('a deleted record, committed: GET /audit-logs/verify names the first su
   });
 });
 
+describe('a record with no canonical form, inserted behind the service\'s back before it was sealed', () => {
+  const h = useTestServer({ env: ENV });
+
+  test('the sealer seals it as unverifiable and goes on sealing what follows; GET /audit-logs/verify names it', async () => {
+    await buildLog(h.server, h.admin, [2]);
+    // jsonb takes 1e400; no double holds it, so RFC 8785 has no form for it. Inserted as the
+    // owner in a transaction of its own: the sealer reaches it in commit order like any record.
+    const [poisoned] = await h.server.owner.query<{ id: number }>(
+      `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+       VALUES (NULL, 'DELETE_PROJECT', 'PROJECT', 1, 'SUCCESS', '{"amount": 1e400}', NULL, NULL, 'no-canonical-form') RETURNING id`,
+    );
+    // Records after it are sealed and signed over all the same: sealing did not stop at it.
+    await audit(h.admin, 2);
+    await settled(h.server, h.admin);
+    const L = await layout(h.server.owner);
+    assert.ok(L.seals.includes(poisoned!.id), 'the record was sealed');
+    assert.ok(L.seals.indexOf(poisoned!.id) < L.seals.length - 2, 'records after it were sealed');
+    assertBad(await verifyRoute(h.admin), poisoned!.id, new RegExp(`record ${poisoned!.id}: its sealed form is not JSON that can be canonicalized`));
+  });
+});
+
 // ---------------------------------------------------------------------------------------
 // The truncated tail: the database alone cannot tell; a checkpoint saved outside can
 

@@ -37,6 +37,21 @@ const canonicalSealedForm = fieldsCanonicalizer(SEALED_FIELDS);
 export const rowLeaf = (row: SealedRecord): Hash => leafHash(canonicalSealedForm(row));
 
 /**
+ * The leaf the sealer gives a row: rowLeaf, or, for a row that has no canonical form (a number
+ * beyond a double in its metadata: jsonb takes 1e400, and only someone writing behind the
+ * service's back puts one there), a leaf that no canonical form has, so that sealing goes on
+ * past it and every verification names the record (its recomputed leaf cannot match). It
+ * hashes 0xFF and the record's id: canonical JSON is UTF-8, in which the byte 0xFF never occurs.
+ */
+export function sealingLeaf(row: SealedRecord): { leaf: Hash; canonical: boolean } {
+  try {
+    return { leaf: rowLeaf(row), canonical: true };
+  } catch {
+    return { leaf: leafHash(Buffer.concat([Buffer.from([0xff]), Buffer.from(`no canonical form: record ${row.id}`)])), canonical: false };
+  }
+}
+
+/**
  * SQL for the sealed form of the audit_log row `a` as JSON text, built by PostgreSQL (on the
  * database's core, which had time to spare): the export ships it as it is, and the verifier
  * parses it, where node-postgres parsed fifteen columns a row and the export wrote them back out

@@ -13,7 +13,7 @@ import {
 import { checkCheckpoint, noteHash } from './checkpoint-check.js';
 import type { LogIdentity } from './log-identity.js';
 import { frontierNodes, rootHash, rootNodes, TreeBuilder, type Hash, type NodeKey } from './merkle.js';
-import { rowLeaf } from './sealed-form.js';
+import { sealingLeaf } from './sealed-form.js';
 import { formatCheckpoint, signNote, signText } from './signed-note.js';
 
 const SEALER_LOCK = 7_245_020;
@@ -73,7 +73,10 @@ export function createSealer(opts: SealerOptions): CommitOrderWorker {
         const seals = [];
         const nodes = [];
         for (const record of records) {
-          const leaf = rowLeaf(record);
+          const { leaf, canonical } = sealingLeaf(record);
+          if (!canonical) {
+            log.error({ recordId: record.id }, 'audit sealer: a record has no canonical form (written behind the service\'s back); sealed as unverifiable, so that verification names it');
+          }
           seals.push({ seq: size++, recordId: record.id, xactId: record.xact_id, leaf });
           nodes.push(...builder.append(leaf));
         }
