@@ -390,7 +390,7 @@ describe('over HTTP', () => {
   test('block by block: with 4 seqs a block, complete blocks share their path above the block and the last takes the general proof; every line of the unfiltered and a filtered export verifies', async () => {
     const collect = async (filters: AuditFilters) => {
       let text = '';
-      for await (const part of exportAuditLog(server.owner, { filters, format: 'ndjson', chunk: 3, block: 4 })) text += part.toString();
+      for await (const part of exportAuditLog(server.owner, { filters, format: 'ndjson', chunk: 3, block: 4, ahead: 3 })) text += part.toString();
       return text;
     };
     for (const [name, filters] of [['blocks-all', {}], ['blocks-filtered', { action: ['CREATE_PROJECT'] }]] as Array<[string, AuditFilters]>) {

@@ -97,7 +97,7 @@ async function coveredByCheckpoint(owner: Database): Promise<void> {
 
 async function exportLines(filters: AuditFilters): Promise<string[]> {
   let text = '';
-  for await (const part of exportAuditLog(database.owner, { filters, format: 'ndjson', chunk: 1000, block: 1024 })) text += part.toString();
+  for await (const part of exportAuditLog(database.owner, { filters, format: 'ndjson', chunk: 1000, block: 1024, ahead: 2 })) text += part.toString();
   return text.slice(0, -1).split('\n');
 }
 

@@ -20,6 +20,15 @@ import { verifyDatabase, type VerifyReport } from './verifier.js';
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
 
+/**
+ * Blocks an export reads ahead of the one it sends. With one, a trace of a 1.3-million-record
+ * export showed the database and this process taking turns (each block read, then written,
+ * then the next read started); with two the database reads the next block while one is
+ * written: 104,000 against 100,000 records/s on average over seven alternated runs each, on a
+ * VM whose speed drifts by a quarter between runs.
+ */
+const EXPORT_BLOCKS_AHEAD = 2;
+
 export function createEvidenceService(db: Database, key: SigningKey, configuredOrigin: string | undefined, previousVerifierKeys: string[] = []) {
   let identity: Promise<LogIdentity> | undefined;
 
@@ -78,7 +87,7 @@ export function createEvidenceService(db: Database, key: SigningKey, configuredO
       const stillEntitled = caller
         ? async () => requireAuditor(liveActor(await lookupSession(db, caller.sessionId), caller))
         : undefined;
-      return Readable.from(exportAuditLog(db, { filters, format, chunk: 1000, block: 1024, stillEntitled }), { objectMode: false });
+      return Readable.from(exportAuditLog(db, { filters, format, chunk: 1000, block: 1024, ahead: EXPORT_BLOCKS_AHEAD, stillEntitled }), { objectMode: false });
     },
 
     /** Verifies the whole log; the newest checkpoint must be under this service's own key. */

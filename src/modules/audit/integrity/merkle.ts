@@ -10,6 +10,9 @@ export type Hash = Buffer; // 32 bytes
 
 const HASH_BYTES = 32;
 
+/** A hash read from the database as a Buffer, without a copy (node-postgres gives Buffers, PGlite Uint8Arrays). */
+export const asHash = (bytes: Uint8Array): Hash => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+
 // One-shot crypto.hash, not createHash: verifying a million records hashes two million times,
 // and a Hash object per hash doubled the time and fed the garbage collector a third of it.
 // The digest comes out as a 'binary' (latin1) string, one char per byte, and becomes a Buffer through

@@ -42,6 +42,16 @@ export class OutputBuffer {
     return full;
   }
 
+  /** Where the next byte goes in the current buffer (for again()). */
+  get position(): number {
+    return this.#at;
+  }
+
+  /** Writes again the bytes written at [start, end) of the current buffer (room() made room for them). */
+  again(start: number, end: number): void {
+    this.#at += this.#buf.copy(this.#buf, this.#at, start, end);
+  }
+
   bytes(b: Uint8Array): void {
     this.#buf.set(b, this.#at);
     this.#at += b.length;
