@@ -18,7 +18,10 @@ import { createPgliteDatabase } from '../src/db/pglite.js';
 import type { AuditFilters } from '../src/modules/audit/audit.repository.js';
 import { CSV_COLUMNS, csvCell, exportAuditLog } from '../src/modules/audit/integrity/export.js';
 import { verifyInclusion } from '../src/modules/audit/integrity/merkle.js';
-import { recordLeaf, type SealedRecord } from '../src/modules/audit/integrity/sealed-form.js';
+import { canonicalize } from '../src/modules/audit/integrity/jcs.js';
+import {
+  CANONICAL_HEAD_SQL, CANONICAL_METADATA_SQL, CANONICAL_TAIL_SQL, leafFromCanonicalParts, recordLeaf, type SealedRecord,
+} from '../src/modules/audit/integrity/sealed-form.js';
 import { ed25519PublicKeyRaw, formatVerifierKey, parseVerifierKey, publicKeyPem, type NoteVerifier } from '../src/modules/audit/integrity/signed-note.js';
 import { verifyExportFile } from '../src/modules/audit/integrity/verify-export.js';
 import { runTeamlog, type CliResult } from './helpers/cli.js';
@@ -45,7 +48,7 @@ const ODD_RECORDS: Array<{ timestamp: string; actor: boolean; resource_id: numbe
   {
     timestamp: '2026-01-02 03:04:05.999999+00', actor: true, resource_id: 9007199254740991,
     metadata: { 'ключ': 'значение 😀 \u2028', nested: { a: [1, 1.5, -0.25, 1e21, 2 ** 64, true, null, 'x"y\\z'] }, empty: '', '"$personal"': 'not a ref' },
-    ip: '::1', user_agent: 'tab\there "quoted" back\\slash é', request_id: `odd-"quoted"-${unique()}`,
+    ip: '::1', user_agent: 'tab\there "quoted" back\\slash é \b\f\n\u0001\u001f\u007f </script>', request_id: `odd-"quoted"-${unique()}`,
   },
   // Years the service never writes, which the API shows as PostgreSQL prints them: one BC (to_char alone would write it as year 44).
   { timestamp: '0044-03-15 12:00:00+00 BC', actor: false, resource_id: 44, metadata: {}, ip: null, user_agent: null, request_id: `odd-${unique()}` },
@@ -385,6 +388,33 @@ describe('over HTTP', () => {
       ['2026-01-02T03:04:05.000Z', '2026-01-02T03:04:05.999Z', '0044-03-15 12:00:00+00 BC', '10000-01-01 00:00:00+00', 'infinity', '0999-12-31T23:59:59.123Z', '2026-01-02T03:04:05.000Z'],
       'milliseconds, truncated; other years as PostgreSQL prints them',
     );
+  });
+
+  test("the database verification's canonical text, built by PostgreSQL, is the sealer's byte for byte, odd values included; GET /audit-logs/verify accepts the log", async () => {
+    const parts = (where: string, params: unknown[]) =>
+      server.owner.query<{ id: number; leaf_hash: Uint8Array; head: string; metadata: string; tail: string }>(
+        `SELECT a.id, s.leaf_hash, ${CANONICAL_HEAD_SQL} AS head, ${CANONICAL_METADATA_SQL} AS metadata, ${CANONICAL_TAIL_SQL} AS tail
+         FROM audit_log a JOIN audit_seal s ON s.record_id = a.id WHERE ${where} ORDER BY a.id`,
+        params,
+      );
+    // The odd records as text, against RFC 8785 of the sealed form as the API and the stored metadata give it.
+    const odd = await parts('a.id = ANY($1::bigint[])', [oddIds]);
+    assert.equal(odd.length, oddIds.length);
+    for (const [i, row] of odd.entries()) {
+      const api = await admin.client.get<SealedRecord>(`/api/v1/audit-logs/${row.id}`, { token: admin.token });
+      assert.equal(api.status, 200, api.text);
+      const sealed = { ...api.body, metadata: JSON.parse(JSON.stringify(ODD_RECORDS[i]!.metadata)) as unknown };
+      assert.equal(row.head + canonicalize(JSON.parse(row.metadata)) + row.tail, canonicalize(sealed), `record ${row.id}`);
+    }
+    // Every record (control characters in user agents, personal-data refs, the service's own),
+    // against the leaf the sealer computed from the values in JavaScript.
+    const all = await parts('true', []);
+    assert.ok(all.length > oddIds.length + CONTROL_AGENTS.length);
+    for (const row of all) assert.ok(leafFromCanonicalParts(row.head, row.metadata, row.tail).equals(row.leaf_hash), `record ${row.id}: its leaf`);
+    const report = await admin.client.get<{ ok: boolean; records_checked: number; problem?: string }>('/api/v1/audit-logs/verify', { token: admin.token });
+    assert.equal(report.status, 200, report.text);
+    assert.equal(report.body.ok, true, report.body.problem);
+    assert.ok(report.body.records_checked >= all.length);
   });
 
   test('block by block: with 4 seqs a block, complete blocks share their path above the block and the last takes the general proof; every line of the unfiltered and a filtered export verifies', async () => {

@@ -6,7 +6,7 @@ import type { Queryable, Tx } from '../../../db/database.js';
 import { query, send, statements } from '../../../db/statements.js';
 import type { AuditRow } from '../audit.repository.js';
 import type { Hash, NodeKey } from './merkle.js';
-import { SEALED_FORM_JSON } from './sealed-form.js';
+import { CANONICAL_HEAD_SQL, CANONICAL_METADATA_SQL, CANONICAL_TAIL_SQL } from './sealed-form.js';
 
 const RECORD_COLUMNS = 'a.id, a.actor_id, a.action, a.resource_type, a.resource_id, a."timestamp", a.result, a.metadata, a.ip, a.user_agent, a.request_id';
 const CHECKPOINT_COLUMNS = 'id, tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at';
@@ -86,9 +86,10 @@ const S = statements('evidence', {
    WHERE s.seq >= $1 ORDER BY s.seq LIMIT $2`,
     prepare: true,
   },
-  // The same for the verifier, each record as its sealed form's JSON text (null when it is gone).
-  sealedJsonFrom: {
-    text: `SELECT s.seq, s.record_id, s.leaf_hash, ${SEALED_FORM_JSON} AS record_json
+  // The same for the verifier, each record as its sealed form's canonical text in three parts
+  // (sealed-form.ts; null when the record is gone).
+  sealedCanonicalFrom: {
+    text: `SELECT s.seq, s.record_id, s.leaf_hash, ${CANONICAL_HEAD_SQL} AS head, ${CANONICAL_METADATA_SQL} AS metadata, ${CANONICAL_TAIL_SQL} AS tail
    FROM audit_seal s LEFT JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true
    WHERE s.seq >= $1 ORDER BY s.seq LIMIT $2`,
     prepare: true,
@@ -147,16 +148,14 @@ export function insertCheckpoint(
   send(tx, S.insertCheckpoint, [c.treeSize, c.rootHash.toString('hex'), c.prevHash?.toString('hex') ?? null, c.keyId, c.signature.toString('hex'), c.note, c.createdAt]);
 }
 
-/** A sealed record with its record's sealed form as JSON text (null where the record row is gone). */
-export interface SealedJsonRow {
-  seq: number;
-  record_id: number;
-  leaf_hash: Uint8Array;
-  record_json: string | null;
-}
+/** A sealed record with its record's sealed form as canonical text in three parts (sealed-form.ts); all null where the record row is gone. */
+export type SealedCanonicalRow = { seq: number; record_id: number; leaf_hash: Uint8Array } & (
+  | { head: string; metadata: string; tail: string }
+  | { head: null; metadata: null; tail: null }
+);
 
-/** The seal from seq `fromSeq` on, each record as its sealed form's JSON text. */
-export const sealedJsonFrom = (q: Queryable, fromSeq: number, limit: number) => query<SealedJsonRow>(q, S.sealedJsonFrom, [fromSeq, limit]);
+/** The seal from seq `fromSeq` on, each record as its sealed form's canonical text in three parts. */
+export const sealedCanonicalFrom = (q: Queryable, fromSeq: number, limit: number) => query<SealedCanonicalRow>(q, S.sealedCanonicalFrom, [fromSeq, limit]);
 
 /** The seal from seq `fromSeq` on with its records' columns: `present` is false where the record row is gone. */
 export const sealedRowsFrom = (q: Queryable, fromSeq: number, limit: number) => query<SealedRow>(q, S.sealedFrom, [fromSeq, limit]);

@@ -97,13 +97,16 @@ export function canonicalize(value: unknown): string {
   }
 }
 
+/** Keys in the order RFC 8785 writes them (by UTF-16 code units), as a new array. */
+export const canonicalKeyOrder = <K extends string>(keys: readonly K[]): K[] => sortKeys([...keys]) as K[];
+
 /**
  * canonicalize() of the object holding just these keys of a record, for a key set fixed in
  * advance: the keys are sorted and quoted once, and no copy of the record is made. Equal to
  * `canonicalize(pick(record, keys))`; a key the record lacks is undefined and fails as there.
  */
 export function fieldsCanonicalizer<K extends string>(keys: readonly K[]): (record: Readonly<Record<K, unknown>>) => string {
-  const sorted = sortKeys([...keys]) as K[];
+  const sorted = canonicalKeyOrder(keys);
   const prefixes = sorted.map((key, i) => `${i === 0 ? '{' : ','}${quote(key)}:`);
   return (record) => {
     try {

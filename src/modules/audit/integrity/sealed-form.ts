@@ -1,7 +1,7 @@
 // What a leaf commits to (docs/audit-integrity.md §1): the record in its API shape, with each
 // personal value as the {"$personal": ref} the row stores, canonicalized by RFC 8785.
 import type { AuditRow } from '../audit.repository.js';
-import { canonicalize, fieldsCanonicalizer } from './jcs.js';
+import { canonicalize, canonicalKeyOrder, fieldsCanonicalizer } from './jcs.js';
 import { leafHash, type Hash } from './merkle.js';
 
 /** The sealed form's fields, in the API's order (export.ts builds the same form in SQL). */
@@ -80,3 +80,27 @@ const JSON_VALUES: Record<SealedField, string> = {
   request_id: 'to_json(a.request_id)::text',
 };
 export const SEALED_FORM_JSON = `${SEALED_FIELDS.map((key, i) => `'${i === 0 ? '{' : ','}"${key}":' || ${JSON_VALUES[key]}`).join(' || ')} || '}'`;
+
+/**
+ * The sealed form of `a` in its RFC 8785 form, built by PostgreSQL for the database
+ * verification, in three parts: the canonical text up to the metadata's value
+ * (`{"action":…,"ip":…,"metadata":`), the metadata as jsonb prints it, and the canonical text
+ * after it (`,"request_id":…}`). The verifier canonicalizes only the metadata (jsonb's key order,
+ * spacing and numbers are not RFC 8785's) and hashes the three together: parsing and
+ * canonicalizing the whole record was half of its work. Every other value already is its
+ * canonical text: integers in decimal, strings as to_json writes them, which escapes exactly
+ * what JSON.stringify (and so RFC 8785) escapes (quote, backslash, and below U+0020 \b \f \n
+ * \r \t or \u00xx; a PostgreSQL string holds no lone surrogate), the timestamp as above.
+ * The sealer computes its leaves from the values in JavaScript instead, so each verification
+ * also holds the two computations to each other; test/audit-export.test.ts does so on odd
+ * values. Null when the row is gone.
+ */
+const CANONICAL_ORDER = canonicalKeyOrder(SEALED_FIELDS);
+const METADATA_AT = CANONICAL_ORDER.indexOf('metadata');
+const canonicalSql = (keys: SealedField[], opening: string) => keys.map((key, i) => `'${i === 0 ? opening : ','}"${key}":' || ${JSON_VALUES[key]}`).join(' || ');
+export const CANONICAL_HEAD_SQL = `${canonicalSql(CANONICAL_ORDER.slice(0, METADATA_AT), '{')} || ',"metadata":'`;
+export const CANONICAL_METADATA_SQL = 'a.metadata::text';
+export const CANONICAL_TAIL_SQL = `${canonicalSql(CANONICAL_ORDER.slice(METADATA_AT + 1), ',')} || '}'`;
+
+/** The leaf of a sealed form read as those three parts; throws where the metadata has no canonical form. */
+export const leafFromCanonicalParts = (head: string, metadata: string, tail: string): Hash => leafHash(head + canonicalize(JSON.parse(metadata)) + tail);

@@ -6,10 +6,10 @@
 import type { Queryable } from '../../../db/database.js';
 import { checkCheckpoint } from './checkpoint-check.js';
 import {
-  checkpointsAfter, firstUnsealedBehind, latestCheckpoint, maxRecordId, sealCursor, sealedJsonFrom, sealedSize, signingKeys, type CheckpointRow, type SealedJsonRow,
+  checkpointsAfter, firstUnsealedBehind, latestCheckpoint, maxRecordId, sealCursor, sealedCanonicalFrom, sealedSize, signingKeys, type CheckpointRow, type SealedCanonicalRow,
 } from './evidence.repository.js';
-import { TreeBuilder, type Hash } from './merkle.js';
-import { rowLeaf, type SealedRecord } from './sealed-form.js';
+import { asHash, TreeBuilder, type Hash } from './merkle.js';
+import { leafFromCanonicalParts } from './sealed-form.js';
 import { parseVerifierKey, type NoteVerifier } from './signed-note.js';
 
 export interface VerifyReport {
@@ -80,11 +80,11 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
   // not dense the first jump ends the run, so what a later read skipped or repeated never counts.
   // (A read still under way when a problem ends the run must not become an unhandled rejection.)
   const { chunk, ahead } = opts.reads ?? DEFAULT_READS;
-  const reads: Array<Promise<SealedJsonRow[]>> = [];
+  const reads: Array<Promise<SealedCanonicalRow[]>> = [];
   let nextFrom = 0;
   const readAhead = () => {
     while (reads.length <= ahead && nextFrom < total) {
-      const rows = sealedJsonFrom(db, nextFrom, chunk);
+      const rows = sealedCanonicalFrom(db, nextFrom, chunk);
       rows.catch(() => {});
       reads.push(rows);
       nextFrom += chunk;
@@ -98,15 +98,15 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
     readAhead();
     for (const row of rows) {
       if (row.seq !== seq) return report(false, `the seal jumps from seq ${seq - 1} to ${row.seq}: seal rows were removed`, row.record_id);
-      if (row.record_json === null) {
+      if (row.head === null) {
         gone ??= row.record_id;
-        builder.append(Buffer.from(row.leaf_hash));
+        builder.append(asHash(row.leaf_hash));
         seq++;
         continue;
       }
       const id = row.record_id;
       if (gone !== undefined) return report(false, `record ${gone}, sealed before record ${id}, no longer exists`, id);
-      const leaf = leafOf(row.record_json);
+      const leaf = leafOf(row.head, row.metadata, row.tail);
       if (!leaf) return report(false, `record ${id}: its sealed form is not JSON that can be canonicalized`, id);
       if (!leaf.equals(row.leaf_hash)) return report(false, `record ${id} no longer matches its seal (seq ${seq})`, id);
       firstSinceCheckpoint ??= id;
@@ -163,9 +163,9 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
  * The leaf of a sealed form as SQL wrote it; undefined when it cannot be canonicalized: a
  * number beyond a double in the metadata, which jsonb takes from someone behind the service's back.
  */
-function leafOf(recordJson: string): Hash | undefined {
+function leafOf(head: string, metadata: string, tail: string): Hash | undefined {
   try {
-    return rowLeaf(JSON.parse(recordJson) as SealedRecord);
+    return leafFromCanonicalParts(head, metadata, tail);
   } catch {
     return undefined;
   }
