@@ -43,8 +43,15 @@ class Receiver {
   inFlight = 0;
   maxInFlight = 0;
 
+  constructor(private readonly path = '/teamlog/audit') {}
+
   get url() {
-    return `http://127.0.0.1:${this.port}/teamlog/audit`;
+    return `http://127.0.0.1:${this.port}${this.path}`;
+  }
+
+  /** The receiver the service names its cursor after: the URL without credentials, query or fragment. */
+  get receiver() {
+    return this.url;
   }
 
   async up(): Promise<void> {
@@ -145,13 +152,14 @@ async function stop(server: TestServer): Promise<void> {
 
 interface Head { next_seq: number; last_checkpoint_id: number; sealed: number; unsealed: number; newest_checkpoint: number; newest_size: number | null }
 
-async function head(): Promise<Head> {
-  const [row] = await database.owner.query<Head>(`SELECT c.next_seq, c.last_checkpoint_id,
+/** Where a receiver's cursor stands (0 and 0 before its row exists), against the log. */
+async function head(r: Receiver = receiver): Promise<Head> {
+  const [row] = await database.owner.query<Head>(`SELECT COALESCE(c.next_seq, 0)::int AS next_seq, COALESCE(c.last_checkpoint_id, 0)::int AS last_checkpoint_id,
     (SELECT COALESCE(max(seq) + 1, 0) FROM audit_seal) AS sealed,
     (SELECT count(*)::int FROM audit_log a WHERE NOT EXISTS (SELECT 1 FROM audit_seal s WHERE s.record_id = a.id)) AS unsealed,
     (SELECT COALESCE(max(id), 0) FROM audit_checkpoints) AS newest_checkpoint,
     (SELECT tree_size FROM audit_checkpoints ORDER BY id DESC LIMIT 1) AS newest_size
-    FROM audit_webhook_cursor c`);
+    FROM (SELECT 1) one LEFT JOIN audit_webhook_cursor c ON c.receiver = $1`, [r.receiver]);
   return row!;
 }
 
@@ -166,9 +174,9 @@ async function waitFor<T>(what: string, probe: () => Promise<T | undefined | fal
 }
 
 /** Every record sealed, the newest checkpoint covering them all, and both delivered. */
-const delivered = () =>
+const delivered = (r: Receiver = receiver) =>
   waitFor('the webhook to deliver everything', async () => {
-    const h = await head();
+    const h = await head(r);
     return h.unsealed === 0 && h.newest_size === h.sealed && h.next_seq === h.sealed && h.last_checkpoint_id === h.newest_checkpoint && h;
   });
 
@@ -226,15 +234,15 @@ async function replay(batches: AuditBatch[]) {
 }
 
 /** The receiver holds every sealed record and every checkpoint there is. */
-async function assertComplete(): Promise<{ leaves: Buffer[]; checkpoints: DeliveredCheckpoint[] }> {
-  const h = await delivered();
-  const stream = await replay(receiver.accepted);
+async function assertComplete(r: Receiver = receiver): Promise<{ leaves: Buffer[]; checkpoints: DeliveredCheckpoint[] }> {
+  const h = await delivered(r);
+  const stream = await replay(r.accepted);
   assert.equal(stream.leaves.length, h.sealed, 'every sealed record arrived');
   const stored = await database.owner.query<{ note: string }>('SELECT note FROM audit_checkpoints ORDER BY id');
   const notes = new Set(stream.checkpoints.map((c) => c.note));
   assert.deepEqual(stored.filter((c) => !notes.has(c.note)), [], 'every checkpoint arrived');
-  assert.ok(receiver.requests.every((r) => r.signatureOk), 'every body carries a valid signature');
-  assert.ok(receiver.requests.every((r) => r.json), 'every body is sent as JSON');
+  assert.ok(r.requests.every((q) => q.signatureOk), 'every body carries a valid signature');
+  assert.ok(r.requests.every((q) => q.json), 'every body is sent as JSON');
   return stream;
 }
 
@@ -362,7 +370,7 @@ describe('the audit webhook', () => {
 
   test('one instance delivers at a time: a live lease is waited out, then taken over once it runs out', async () => {
     await delivered();
-    await database.owner.query("UPDATE audit_webhook_cursor SET holder = 'an instance that died', lease_until = clock_timestamp() + interval '1500 milliseconds'");
+    await database.owner.query("UPDATE audit_webhook_cursor SET holder = 'an instance that died', lease_until = clock_timestamp() + interval '1500 milliseconds' WHERE receiver = $1", [receiver.receiver]);
     const heldAt = Date.now();
     const batches = receiver.accepted.length;
     await projects(admin, 2, 'Leased');
@@ -371,7 +379,7 @@ describe('the audit webhook', () => {
     assert.equal(receiver.accepted.length, batches, 'nothing is sent while another instance holds the lease');
     await assertComplete();
     assert.ok(Date.now() - heldAt >= 1400, 'taken over once the lease ran out');
-    const [row] = await database.owner.query<{ holder: string | null }>('SELECT holder FROM audit_webhook_cursor');
+    const [row] = await database.owner.query<{ holder: string | null }>('SELECT holder FROM audit_webhook_cursor WHERE receiver = $1', [receiver.receiver]);
     assert.notEqual(row!.holder, 'an instance that died');
   });
 
@@ -390,5 +398,56 @@ describe('the audit webhook', () => {
     assert.equal(receiver.maxInFlight, 1);
     receiver.delayMs = 0;
     await stop(second);
+  });
+
+  test('each receiver has its own cursor: a new AUDIT_WEBHOOK_URL gets everything from seq 0; the first, given back with a new token in its query, goes on from where it stood', async () => {
+    await delivered();
+    const before = await head();
+    const firstBatches = receiver.accepted.length;
+    await stop(server);
+    const other = new Receiver('/siem/teamlog');
+    await other.up();
+    try {
+      env.AUDIT_WEBHOOK_URL = other.url;
+      server = await start();
+      admin = await loginAdmin(server);
+      await projects(admin, 2, 'New receiver');
+      // replay() checks that the stream starts at seq 0 and has no gap.
+      const stream = await assertComplete(other);
+      assert.ok(stream.leaves.length >= before.sealed + 2);
+      assert.equal(receiver.accepted.length, firstBatches, 'the first receiver got nothing meanwhile');
+      assert.equal((await head(receiver)).next_seq, before.next_seq, "the first receiver's cursor stayed where it was");
+      await stop(server);
+
+      env.AUDIT_WEBHOOK_URL = `${receiver.url}?token=rotated`;
+      server = await start();
+      admin = await loginAdmin(server);
+      await projects(admin, 1, 'Back');
+      await assertComplete();
+      const sent = receiver.accepted.slice(firstBatches).flatMap((b) => b.records.map((r) => r.seq));
+      assert.ok(sent.length > 0, 'the first receiver got the records it had not had');
+      assert.ok(Math.min(...sent) >= before.next_seq, `nothing it already had: from seq ${Math.min(...sent)}, where it stood at ${before.next_seq}`);
+    } finally {
+      env.AUDIT_WEBHOOK_URL = receiver.url;
+      await other.down();
+    }
+  });
+
+  test('the one cursor of a database from before cursors were per receiver is adopted, with its place, by the receiver that comes first', async () => {
+    await delivered();
+    const before = await head();
+    await stop(server);
+    // What migration 0007 leaves of a database whose webhook ran before it: one row, no receiver.
+    await database.owner.query('DELETE FROM audit_webhook_cursor WHERE receiver <> $1', [receiver.receiver]);
+    await database.owner.query('UPDATE audit_webhook_cursor SET receiver = NULL');
+    const batches = receiver.accepted.length;
+    server = await start();
+    admin = await loginAdmin(server);
+    await projects(admin, 1, 'Adopted');
+    await assertComplete();
+    const sent = receiver.accepted.slice(batches).flatMap((b) => b.records.map((r) => r.seq));
+    assert.ok(sent.length > 0 && Math.min(...sent) >= before.next_seq, `not sent again from seq 0 (from seq ${Math.min(...sent)})`);
+    const rows = await database.owner.query<{ receiver: string | null }>('SELECT receiver FROM audit_webhook_cursor');
+    assert.deepEqual(rows, [{ receiver: receiver.receiver }]);
   });
 });

@@ -114,7 +114,7 @@ describe("the workers' idle polls on big tables", { skip: needsPostgres }, () =>
   test("the sealer's, the webhook's and the outbox's polls read no big table from its start", async () => {
     assert.deepEqual(await genericPlanScans(statement('evidence.waiting'), ['999999999', 1]), []);
     // The cursor table is one row (a scan of it is its lookup); the seal and the checkpoints are read by their keys.
-    assert.deepEqual(await genericPlanScans(statement('webhook.state'), ['someone']), ['audit_webhook_cursor']);
+    assert.deepEqual(await genericPlanScans(statement('webhook.state'), ['someone', 'http://receiver.test/audit']), ['audit_webhook_cursor']);
     assert.deepEqual(await genericPlanScans(statement('outbox.waiting'), []), []);
   });
 });

@@ -4,7 +4,8 @@
 // signed `X-Teamlog-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>`.
 // The cursor lives in the database (audit_webhook_cursor) and moves only after a 2xx, so a
 // receiver that is down for hours, or a restart, loses nothing; a batch whose answer was lost
-// is sent again (receivers drop duplicates by seq).
+// is sent again (receivers drop duplicates by seq). Each receiver has a cursor of its own
+// (receiverOf): pointing AUDIT_WEBHOOK_URL at a new one sends it everything from seq 0.
 //
 // What a batch holds. Records from the cursor on, at most 100, and never past the tree size of
 // the oldest checkpoint not delivered yet: a batch that reaches that size carries that
@@ -45,7 +46,7 @@ import { sealedRowsFrom, type CheckpointRow } from './evidence.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
 import { sealedForm } from './sealed-form.js';
 import {
-  advanceCursor, claimLease, ensureWebhookCursor, nextCheckpoint, releaseLease, renewLease, tryWebhookLock, webhookState, type WebhookCursor,
+  advanceCursor, claimLease, ensureWebhookCursor, nextCheckpoint, releaseLease, renewLease, tryWebhookLock, webhookState, type Deliverer, type WebhookCursor,
 } from './webhook.repository.js';
 
 /** Records per POST (API.md 5.9). */
@@ -79,6 +80,16 @@ export interface WebhookOptions {
   onFailure?: (reason: FailureReason) => void;
 }
 
+/**
+ * The receiver a cursor belongs to: the URL without credentials, query or fragment. A new
+ * receiver starts from seq 0 (it holds nothing yet); a token in the query can be rotated
+ * without starting over; no secret goes into the database.
+ */
+export function receiverOf(url: string): string {
+  const u = new URL(url);
+  return `${u.protocol}//${u.host}${u.pathname}`;
+}
+
 /** `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>`. */
 export function signatureHeader(secret: string, body: string, now = Date.now()): string {
   const t = Math.floor(now / 1000);
@@ -109,8 +120,11 @@ const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
 
 export class AuditWebhook {
   private readonly tuning: WebhookTuning;
-  /** Unique per start: a restarted process never mistakes its predecessor's lease for its own. */
-  private readonly holder = `${hostname()}:${process.pid}:${randomUUID()}`;
+  /**
+   * This instance's cursor: its receiver's, held under a name unique per start (a restarted
+   * process never mistakes its predecessor's lease for its own).
+   */
+  private readonly who: Deliverer;
   private stopped = true;
   private running = false;
   private again = false;
@@ -125,6 +139,7 @@ export class AuditWebhook {
 
   constructor(private readonly opts: WebhookOptions) {
     this.tuning = { ...DEFAULT_TUNING, ...opts.tuning };
+    this.who = { receiver: receiverOf(opts.url), holder: `${hostname()}:${process.pid}:${randomUUID()}` };
   }
 
   start(): void {
@@ -159,7 +174,7 @@ export class AuditWebhook {
     this.endSleep();
     await this.current;
     this.stopHeartbeat();
-    await releaseLease(this.opts.db, this.holder).catch((err: unknown) => this.opts.log.warn({ err }, 'audit webhook: could not release its lease'));
+    await releaseLease(this.opts.db, this.who).catch((err: unknown) => this.opts.log.warn({ err }, 'audit webhook: could not release its lease'));
   }
 
   /** Rounds until there is nothing to deliver, or another instance delivers. */
@@ -185,7 +200,7 @@ export class AuditWebhook {
           // Handed back (if held: an idle poll writes nothing), so that whichever instance is woken next delivers at once.
           if (this.heartbeat) {
             this.stopHeartbeat();
-            await releaseLease(this.opts.db, this.holder).catch((err: unknown) => log.warn({ err }, 'audit webhook: could not release its lease'));
+            await releaseLease(this.opts.db, this.who).catch((err: unknown) => log.warn({ err }, 'audit webhook: could not release its lease'));
           }
           return;
         case 'busy':
@@ -216,18 +231,18 @@ export class AuditWebhook {
   /** Claims the lease, reads a batch, POSTs it outside any transaction, then advances the cursor. */
   private async round(): Promise<Round> {
     const { db } = this.opts;
-    let state = await webhookState(db, this.holder);
+    let state = await webhookState(db, this.who);
     if (!state) {
-      await ensureWebhookCursor(db);
-      state = await webhookState(db, this.holder);
-      if (!state) throw new Error('audit_webhook_cursor has no row');
+      await ensureWebhookCursor(db, this.who.receiver);
+      state = await webhookState(db, this.who);
+      if (!state) throw new Error('audit_webhook_cursor has no row for this receiver');
     }
     if (!state.pending) return { kind: 'idle' };
     if (state.leased_elsewhere) return { kind: 'busy' };
 
     const batch = await db.transaction(async (tx) => {
       if (!(await tryWebhookLock(tx))) return undefined;
-      const from = await claimLease(tx, this.holder, this.tuning.leaseMs);
+      const from = await claimLease(tx, this.who, this.tuning.leaseMs);
       if (!from) return undefined;
       const checkpoint = await nextCheckpoint(tx, from.last_checkpoint_id);
       const end = Math.min(from.next_seq + BATCH, checkpoint ? Math.max(checkpoint.tree_size, from.next_seq) : Infinity);
@@ -253,7 +268,7 @@ export class AuditWebhook {
     const failure = await this.post(batch.body);
     if (failure === 'aborted') return { kind: 'lost' };
     if (failure) return failure;
-    const advanced = await advanceCursor(db, this.holder, this.tuning.leaseMs, batch.from, batch.to);
+    const advanced = await advanceCursor(db, this.who, this.tuning.leaseMs, batch.from, batch.to);
     return advanced ? { kind: 'delivered', batch } : { kind: 'lost' };
   }
 
@@ -300,7 +315,7 @@ export class AuditWebhook {
     if (this.renewing) return;
     this.renewing = true;
     try {
-      if (!(await renewLease(this.opts.db, this.holder, this.tuning.leaseMs))) {
+      if (!(await renewLease(this.opts.db, this.who, this.tuning.leaseMs))) {
         // Taken over (this instance was cut off for longer than the lease): stop sending; the next round finds it busy.
         this.stopHeartbeat();
         this.inFlight?.abort();

@@ -9,7 +9,7 @@ import type { Deps } from '../../../deps.js';
 import { auditWebhookMetrics } from '../../../ops/metrics.js';
 import type { EvidenceService } from './evidence.service.js';
 import { createSealer } from './sealer.js';
-import { createAuditWebhook, type AuditWebhook, type WebhookTuning } from './webhook.js';
+import { createAuditWebhook, receiverOf, type AuditWebhook, type WebhookTuning } from './webhook.js';
 import { webhookLag } from './webhook.repository.js';
 
 /**
@@ -25,7 +25,8 @@ export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: E
   if (url && !secret) throw new ConfigError('AUDIT_WEBHOOK_URL is set but AUDIT_WEBHOOK_SECRET is not: deliveries are signed with it');
   let webhook: AuditWebhook | undefined;
   if (url && secret) {
-    const failures = auditWebhookMetrics(app.metricsRegistry, () => webhookLag(deps.db));
+    const receiver = receiverOf(url);
+    const failures = auditWebhookMetrics(app.metricsRegistry, () => webhookLag(deps.db, receiver));
     webhook = createAuditWebhook({ db: deps.db, url, secret, log: deps.log, tuning: { ...webhookTuningForTests }, onFailure: (reason) => failures.inc({ reason }) });
   }
   let stop: (() => Promise<void>) | undefined;
