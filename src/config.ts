@@ -36,6 +36,10 @@ export interface Config {
   auditSealing: boolean;
   auditWebhookUrl: string | undefined;
   auditWebhookSecret: string | undefined;
+  /** What keys the refs that audit records hold for personal values; undefined: the JWT secret (secrets.ts). */
+  auditPersonalDataSecret: string | undefined;
+  /** Secrets that keyed those refs before a rotation, so that verification can still check the values stored under them. */
+  auditPersonalDataPreviousSecrets: string[];
   /** Origins whose browsers may call the API (CORS); empty: same origin only; ["*"]: any. */
   corsOrigins: string[];
   /** How long a start waits for PostgreSQL to answer, retrying with backoff; 0: one attempt. */
@@ -121,6 +125,9 @@ export function trustedNetworks(cidrs: string[]): (address: string) => boolean {
 
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
 
+/** The shortest secret accepted (JWT_SECRET and the audit personal-data secrets). */
+export const MIN_SECRET = 32;
+
 /**
  * Loads `.env` from the working directory into process.env when there is one, with Node's own
  * parser (process.loadEnvFile): a variable already set in the environment keeps its value.
@@ -175,7 +182,7 @@ export function loadConfig(env: Env = process.env): Config {
     refreshTokenTtl: () => int(env, 'REFRESH_TOKEN_TTL', 30 * 86_400, 60, 365 * 86_400),
     jwtSecret: () => {
       const secret = str(env, 'JWT_SECRET');
-      if (secret !== undefined && secret.length < 32) throw new ConfigError('JWT_SECRET must have at least 32 characters');
+      if (secret !== undefined && secret.length < MIN_SECRET) throw new ConfigError(`JWT_SECRET must have at least ${MIN_SECRET} characters`);
       return secret;
     },
     trustProxy: () => parseCidrList('TRUST_PROXY', str(env, 'TRUST_PROXY')),
@@ -211,6 +218,16 @@ export function loadConfig(env: Env = process.env): Config {
     },
     auditWebhookUrl: () => url(env, 'AUDIT_WEBHOOK_URL', ['http:', 'https:']),
     auditWebhookSecret: () => str(env, 'AUDIT_WEBHOOK_SECRET'),
+    auditPersonalDataSecret: () => {
+      const secret = str(env, 'AUDIT_PERSONAL_DATA_SECRET');
+      if (secret !== undefined && secret.length < MIN_SECRET) throw new ConfigError(`AUDIT_PERSONAL_DATA_SECRET must have at least ${MIN_SECRET} characters`);
+      return secret;
+    },
+    auditPersonalDataPreviousSecrets: () =>
+      (str(env, 'AUDIT_PERSONAL_DATA_PREVIOUS_SECRETS') ?? '').split(',').map((k) => k.trim()).filter(Boolean).map((k) => {
+        if (k.length < MIN_SECRET) throw new ConfigError(`AUDIT_PERSONAL_DATA_PREVIOUS_SECRETS must be comma-separated secrets of at least ${MIN_SECRET} characters each (JWT_SECRET or AUDIT_PERSONAL_DATA_SECRET values used before)`);
+        return k;
+      }),
     corsOrigins: () => parseOrigins('CORS_ORIGINS', str(env, 'CORS_ORIGINS')),
     databaseStartupTimeoutMs: () => int(env, 'DATABASE_STARTUP_TIMEOUT_MS', 30_000, 0, 600_000),
     commit: () => {

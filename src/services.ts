@@ -25,7 +25,9 @@ export function createServices(deps: Deps) {
     messages: createMessagesService(deps),
     notifications: createNotificationsService(deps),
     audit: createAuditService(deps),
-    evidence: createEvidenceService(deps.db, deps.signingKey, deps.config.auditLogOrigin, deps.config.auditPreviousVerifierKeys),
+    evidence: createEvidenceService(deps.db, deps.signingKey, {
+      origin: deps.config.auditLogOrigin, previousVerifierKeys: deps.config.auditPreviousVerifierKeys, personalDataKeys: deps.secrets.personalDataKeys,
+    }),
     redaction: createRedactionService(deps),
   };
 }

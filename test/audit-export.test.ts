@@ -20,7 +20,7 @@ import { CSV_COLUMNS, csvCell, exportAuditLog } from '../src/modules/audit/integ
 import { verifyInclusion } from '../src/modules/audit/integrity/merkle.js';
 import { canonicalize } from '../src/modules/audit/integrity/jcs.js';
 import {
-  CANONICAL_HEAD_SQL, CANONICAL_METADATA_SQL, CANONICAL_TAIL_SQL, leafFromCanonicalParts, recordLeaf, type SealedRecord,
+  CANONICAL_HEAD_SQL, CANONICAL_METADATA_SQL, CANONICAL_TAIL_SQL, canonicalLeaf, recordLeaf, type SealedRecord,
 } from '../src/modules/audit/integrity/sealed-form.js';
 import { ed25519PublicKeyRaw, formatVerifierKey, parseVerifierKey, publicKeyPem, type NoteVerifier } from '../src/modules/audit/integrity/signed-note.js';
 import { verifyExportFile } from '../src/modules/audit/integrity/verify-export.js';
@@ -410,7 +410,7 @@ describe('over HTTP', () => {
     // against the leaf the sealer computed from the values in JavaScript.
     const all = await parts('true', []);
     assert.ok(all.length > oddIds.length + CONTROL_AGENTS.length);
-    for (const row of all) assert.ok(leafFromCanonicalParts(row.head, row.metadata, row.tail).equals(row.leaf_hash), `record ${row.id}: its leaf`);
+    for (const row of all) assert.ok(canonicalLeaf(row.head, JSON.parse(row.metadata), row.tail).equals(row.leaf_hash), `record ${row.id}: its leaf`);
     const report = await admin.client.get<{ ok: boolean; records_checked: number; problem?: string }>('/api/v1/audit-logs/verify', { token: admin.token });
     assert.equal(report.status, 200, report.text);
     assert.equal(report.body.ok, true, report.body.problem);

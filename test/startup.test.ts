@@ -265,6 +265,23 @@ describe('configuration that helps', { concurrency: true }, () => {
     );
   });
 
+  test('the audit personal-data secrets: each at least 32 characters, previous ones comma-separated', () => {
+    const long = 'p'.repeat(32);
+    const config = loadConfig({ AUDIT_PERSONAL_DATA_SECRET: long, AUDIT_PERSONAL_DATA_PREVIOUS_SECRETS: ` ${'a'.repeat(40)} ,${'b'.repeat(32)},` });
+    assert.equal(config.auditPersonalDataSecret, long);
+    assert.deepEqual(config.auditPersonalDataPreviousSecrets, ['a'.repeat(40), 'b'.repeat(32)]);
+    assert.deepEqual(loadConfig({}).auditPersonalDataPreviousSecrets, []);
+    assert.throws(
+      () => loadConfig({ AUDIT_PERSONAL_DATA_SECRET: 'short', AUDIT_PERSONAL_DATA_PREVIOUS_SECRETS: `${long},short` }),
+      (err: Error) => {
+        assert.ok(err instanceof ConfigError);
+        assert.deepEqual(err.problems.map((p) => p.split(' ')[0]), ['AUDIT_PERSONAL_DATA_SECRET', 'AUDIT_PERSONAL_DATA_PREVIOUS_SECRETS']);
+        assert.ok(!err.message.includes(long), 'a secret is never echoed');
+        return true;
+      },
+    );
+  });
+
   test('an unreachable DATABASE_URL is retried, then the start stops naming DATABASE_URL and never the password', async () => {
     const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-nodb-'));
     const closedPort = await freePort(); // nothing listens there

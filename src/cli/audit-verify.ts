@@ -107,8 +107,10 @@ export const auditVerify: Command = {
         }
         anchors = [noteVerifier(origin, loadSigningKey(config, () => {}).privateKey)];
       }
+      const { personalDataKeysOnDisk } = await import('../secrets.js');
+      const personalDataKeys = personalDataKeysOnDisk(config);
       const bar = progress('verifying');
-      const report = await verifyDatabase(db, { anchors, origin, external, onProgress: (n, total) => bar.update(n, total) })
+      const report = await verifyDatabase(db, { anchors, origin, external, personalDataKeys, onProgress: (n, total) => bar.update(n, total) })
         .catch((err: unknown) => {
           if (err instanceof NoteError) throw new CliError(`the saved checkpoint: ${err.message}`);
           throw err;
@@ -117,6 +119,9 @@ export const auditVerify: Command = {
       printReport(report.ok, [
         `${report.records_checked.toLocaleString('en')} records and ${report.checkpoints_checked.toLocaleString('en')} checkpoints verified in ${databaseLabel(config, url)}`,
         report.head ? `head: seq ${report.head.seq}, root ${report.head.root_hash}` : 'nothing is sealed yet',
+        report.personal_values_checked === null
+          ? 'personal values: not checked (no JWT_SECRET, AUDIT_PERSONAL_DATA_SECRET or DATA_DIR/jwt-secret to check them with)'
+          : `personal values: ${report.personal_values_checked.toLocaleString('en')} checked against their records' refs`,
         ...(external !== undefined && report.ok ? ['the log extends the saved checkpoint'] : []),
       ], report);
     } finally {

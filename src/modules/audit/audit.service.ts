@@ -7,13 +7,12 @@ import type { Deps } from '../../deps.js';
 import { notFound } from '../../domain/errors.js';
 import { useCase } from '../../use-cases/runner.js';
 import { pageOf, type Page, type PageRequest } from '../../domain/page.js';
-import { PERSONAL_MARKER } from './audit.writer.js';
+import { PERSONAL_MARKER, personalRefOf } from './audit.writer.js';
 import { findAuditRecord, findAuditRecords, findPersonalData, queryAuditLog, querySecurityLog, type AuditFilters, type AuditRow } from './audit.repository.js';
 
 export const REDACTED = '[redacted]';
 
-const isRef = (v: unknown): v is Record<string, string> =>
-  typeof v === 'object' && v !== null && typeof (v as Record<string, unknown>)[PERSONAL_MARKER] === 'string';
+const isRef = (v: unknown): v is Record<string, string> => personalRefOf(v) !== undefined;
 
 /** Puts personal data back into records: the stored value while it exists, else "[redacted]". */
 export async function resolvePersonalData<R extends AuditRow>(q: Queryable, rows: R[]): Promise<R[]> {

@@ -32,6 +32,13 @@ export type AuditResult = (typeof AUDIT_RESULTS)[number];
 export const PERSONAL_KEYS = ['email', 'oldEmail', 'newEmail'] as const;
 export const PERSONAL_MARKER = '$personal';
 
+/** The ref a metadata value stands for a personal value with (`{"$personal": ref}`), else undefined. */
+export function personalRefOf(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const ref = (value as Record<string, unknown>)[PERSONAL_MARKER];
+  return typeof ref === 'string' ? ref : undefined;
+}
+
 export interface AuditEntry {
   action: AuditAction;
   resourceType: ResourceType;

@@ -24,10 +24,19 @@ export const VerifyReport = named(
       required: ['seq', 'tree_size', 'root_hash'],
       description: 'The tree rebuilt from the records: its last seq, size and root (null when nothing is sealed yet)',
     }),
+    personal_values_checked: Type.Unsafe<number | null>({
+      type: ['integer', 'null'],
+      format: 'int64',
+      minimum: 0,
+      maximum: Number.MAX_SAFE_INTEGER,
+      description:
+        'Personal values (side table) checked against the keyed refs their sealed records commit to; values erased by `teamlog audit redact` have nothing to check. ' +
+        'null when verification had no key to check them with',
+    }),
     first_bad_id: Type.Optional({ ...Id, description: 'The first record found changed, inserted, or (for a removed one) the first surviving record after the gap' }),
     problem: Type.Optional(Type.String({ maxLength: 2000, description: 'What was found, in words' })),
   }),
-  { ok: true, records_checked: 1042, checkpoints_checked: 37, head: { seq: 1041, tree_size: 1042, root_hash: HASH_EXAMPLE } },
+  { ok: true, records_checked: 1042, checkpoints_checked: 37, head: { seq: 1041, tree_size: 1042, root_hash: HASH_EXAMPLE }, personal_values_checked: 12 },
 );
 
 export const CheckpointJson = named(

@@ -29,7 +29,17 @@ const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
  */
 const EXPORT_BLOCKS_AHEAD = 2;
 
-export function createEvidenceService(db: Database, key: SigningKey, configuredOrigin: string | undefined, previousVerifierKeys: string[] = []) {
+export interface EvidenceOptions {
+  /** The log's origin as configured (AUDIT_LOG_ORIGIN); undefined: generated once and kept in the database. */
+  origin?: string;
+  /** Note verifier keys of keys that signed before a rotation (AUDIT_PREVIOUS_VERIFIER_KEYS). */
+  previousVerifierKeys?: string[];
+  /** The keys personal-data refs may have been written with (secrets.ts), for verification. */
+  personalDataKeys?: Buffer[];
+}
+
+export function createEvidenceService(db: Database, key: SigningKey, options: EvidenceOptions = {}) {
+  const { origin: configuredOrigin, previousVerifierKeys = [], personalDataKeys = [] } = options;
   let identity: Promise<LogIdentity> | undefined;
 
   /** The origin and the registered key, settled once per process (and retried if that failed). */
@@ -96,6 +106,7 @@ export function createEvidenceService(db: Database, key: SigningKey, configuredO
       return verifyDatabase(db, {
         anchors: [noteVerifier(id.origin, key.privateKey)],
         origin: id.origin,
+        personalDataKeys,
         ...options,
       });
     },

@@ -102,5 +102,5 @@ export const CANONICAL_HEAD_SQL = `${canonicalSql(CANONICAL_ORDER.slice(0, METAD
 export const CANONICAL_METADATA_SQL = 'a.metadata::text';
 export const CANONICAL_TAIL_SQL = `${canonicalSql(CANONICAL_ORDER.slice(METADATA_AT + 1), ',')} || '}'`;
 
-/** The leaf of a sealed form read as those three parts; throws where the metadata has no canonical form. */
-export const leafFromCanonicalParts = (head: string, metadata: string, tail: string): Hash => leafHash(head + canonicalize(JSON.parse(metadata)) + tail);
+/** The leaf of a sealed form read as those three parts, the metadata parsed; throws where the metadata has no canonical form. */
+export const canonicalLeaf = (head: string, metadata: unknown, tail: string): Hash => leafHash(head + canonicalize(metadata) + tail);

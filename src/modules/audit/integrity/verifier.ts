@@ -9,7 +9,9 @@ import {
   checkpointsAfter, firstUnsealedBehind, latestCheckpoint, maxRecordId, sealCursor, sealedCanonicalFrom, sealedSize, signingKeys, type CheckpointRow, type SealedCanonicalRow,
 } from './evidence.repository.js';
 import { asHash, TreeBuilder, type Hash } from './merkle.js';
-import { leafFromCanonicalParts } from './sealed-form.js';
+import { personalRefOf, PERSONAL_MARKER } from '../audit.writer.js';
+import { personalDataMatches, storedPersonalData, type PersonalDataRow } from '../personal-data.js';
+import { canonicalLeaf } from './sealed-form.js';
 import { parseVerifierKey, type NoteVerifier } from './signed-note.js';
 
 export interface VerifyReport {
@@ -18,6 +20,11 @@ export interface VerifyReport {
   checkpoints_checked: number;
   /** The tree as rebuilt from the records: its last seq and root (null when nothing is sealed). */
   head: { seq: number; tree_size: number; root_hash: string } | null;
+  /**
+   * Personal values checked against the refs their records commit to (values erased by
+   * `teamlog audit redact` have nothing to check); null when no key was given to check them with.
+   */
+  personal_values_checked: number | null;
   first_bad_id?: number;
   problem?: string;
 }
@@ -28,6 +35,11 @@ export interface VerifyOptions {
   origin: string;
   /** A checkpoint note held outside the database: the log must extend it (a truncated tail fails). */
   external?: string;
+  /**
+   * The keys personal-data refs may have been written with (secrets.ts): each personal value a
+   * sealed record names must match its ref under one of them. None: not checked.
+   */
+  personalDataKeys?: Buffer[];
   /** How the seal is read (tests read in tiny chunks); DEFAULT_READS otherwise. */
   reads?: ReadPlan;
   onProgress?: (checked: number, total: number) => void;
@@ -62,6 +74,8 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
   const builder = new TreeBuilder();
   let checked = 0;
   let checkpointsChecked = 0;
+  const personalKeys = opts.personalDataKeys ?? [];
+  let personalChecked = 0;
   let previousNote: string | null = null;
   let newest: CheckpointRow | undefined;
   /** The first record sealed after the last checkpoint that matched: where a resealed change can start. */
@@ -73,7 +87,10 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
 
   function report(ok: boolean, problem?: string, firstBadId?: number): VerifyReport {
     const head = builder.size > 0 ? { seq: builder.size - 1, tree_size: builder.size, root_hash: builder.root().toString('base64') } : null;
-    return { ok, records_checked: checked, checkpoints_checked: checkpointsChecked, head, ...(firstBadId !== undefined ? { first_bad_id: firstBadId } : {}), ...(problem ? { problem } : {}) };
+    return {
+      ok, records_checked: checked, checkpoints_checked: checkpointsChecked, head, personal_values_checked: personalKeys.length > 0 ? personalChecked : null,
+      ...(firstBadId !== undefined ? { first_bad_id: firstBadId } : {}), ...(problem ? { problem } : {}),
+    };
   }
 
   // Reads ahead start where the seal, being dense, should continue: from + chunk. Where it is
@@ -96,6 +113,7 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
     const rows = await reads.shift()!;
     if (rows.length === 0) break;
     readAhead();
+    const stored = personalKeys.length > 0 ? await personalValuesNamed(db, rows) : NONE_STORED;
     for (const row of rows) {
       if (row.seq !== seq) return report(false, `the seal jumps from seq ${seq - 1} to ${row.seq}: seal rows were removed`, row.record_id);
       if (row.head === null) {
@@ -106,9 +124,28 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
       }
       const id = row.record_id;
       if (gone !== undefined) return report(false, `record ${gone}, sealed before record ${id}, no longer exists`, id);
-      const leaf = leafOf(row.head, row.metadata, row.tail);
+      const metadata = parseMetadata(row.metadata);
+      const leaf = metadata && leafOf(row.head, metadata.value, row.tail);
       if (!leaf) return report(false, `record ${id}: its sealed form is not JSON that can be canonicalized`, id);
       if (!leaf.equals(row.leaf_hash)) return report(false, `record ${id} no longer matches its seal (seq ${seq})`, id);
+      // The values its personal refs stand for, as the API shows them (erased ones are gone: nothing to check).
+      const fields = metadata!.value;
+      if (stored.size > 0 && typeof fields === 'object' && fields !== null && row.metadata.includes(PERSONAL_MARKER)) {
+        for (const [field, value] of Object.entries(fields)) {
+          const ref = personalRefOf(value);
+          const kept = ref === undefined ? undefined : stored.get(ref);
+          if (!kept) continue;
+          personalChecked++;
+          if (!personalKeys.some((key) => personalDataMatches(key, kept))) {
+            return report(
+              false,
+              `record ${id}: the personal value of metadata.${field} no longer matches the ref the record commits to ` +
+                '(changed behind the service\'s back, or stored under a key this check was not given: AUDIT_PERSONAL_DATA_PREVIOUS_SECRETS)',
+              id,
+            );
+          }
+        }
+      }
       firstSinceCheckpoint ??= id;
       builder.append(leaf);
       seq++;
@@ -159,16 +196,46 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
   return report(true);
 }
 
+/** The metadata's text parsed; undefined when it is not JSON (nothing the service writes). */
+function parseMetadata(text: string): { value: unknown } | undefined {
+  try {
+    return { value: JSON.parse(text) as unknown };
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The leaf of a sealed form as SQL wrote it; undefined when it cannot be canonicalized: a
  * number beyond a double in the metadata, which jsonb takes from someone behind the service's back.
  */
-function leafOf(head: string, metadata: string, tail: string): Hash | undefined {
+function leafOf(head: string, metadata: unknown, tail: string): Hash | undefined {
   try {
-    return leafFromCanonicalParts(head, metadata, tail);
+    return canonicalLeaf(head, metadata, tail);
   } catch {
     return undefined;
   }
+}
+
+const NONE_STORED: ReadonlyMap<string, PersonalDataRow> = new Map();
+
+/**
+ * The stored personal values that the records of a chunk name, by ref: one read for the chunk,
+ * and none for a chunk whose records name none (most records: only the text is searched).
+ */
+async function personalValuesNamed(db: Queryable, rows: SealedCanonicalRow[]): Promise<ReadonlyMap<string, PersonalDataRow>> {
+  const refs: string[] = [];
+  for (const row of rows) {
+    if (row.metadata === null || !row.metadata.includes(PERSONAL_MARKER)) continue;
+    const metadata = parseMetadata(row.metadata)?.value;
+    if (typeof metadata !== 'object' || metadata === null) continue;
+    for (const value of Object.values(metadata)) {
+      const ref = personalRefOf(value);
+      if (ref !== undefined) refs.push(ref);
+    }
+  }
+  if (refs.length === 0) return NONE_STORED;
+  return new Map((await storedPersonalData(db, refs)).map((r) => [r.ref, r]));
 }
 
 /** Checkpoints in id order up to id `upTo`, a page at a time. */
