@@ -4,5 +4,9 @@
 WITH erased AS (DELETE FROM audit_personal_data WHERE subject_user_id = $1 RETURNING 1)
   SELECT count(*)::int AS erased FROM erased;
 
+-- personal-data.eraseValue (planned per call)
+WITH erased AS (DELETE FROM audit_personal_data WHERE lower(value) = lower($1) RETURNING 1)
+  SELECT count(*)::int AS erased FROM erased;
+
 -- personal-data.find (planned per call)
 SELECT ref, subject_user_id, value, encode(salt, 'hex') AS salt FROM audit_personal_data WHERE ref = ANY ($1::text[]);

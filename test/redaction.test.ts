@@ -310,6 +310,46 @@ describe('teamlog audit redact --user <id>', () => {
     });
   });
 
+  test('--email erases an address whoever it was about, one typed into failed logins (no user) included, case-insensitively; the record names no address', async () => {
+    const stranger = `stranger-${unique()}@test.local`;
+    const kept = `kept-${unique()}@test.local`;
+    let failures: number[] = [];
+    let keptBefore: Array<{ ref: string; value: string; salt: string | null }> = [];
+    await withServer(async (server) => {
+      await failLogin(server, stranger);
+      await failLogin(server, stranger.toUpperCase());
+      await failLogin(server, kept);
+      const rows = await auditRows(server, `action = 'LOGIN_FAILURE' AND resource_id IS NULL AND id > $1`, [failedLogin]);
+      failures = rows.slice(0, 2).map((r) => r.id);
+      assert.equal(rows.length, 3);
+      const stored = await server.owner.query<{ subject_user_id: number | null; value: string }>(
+        'SELECT subject_user_id, value FROM audit_personal_data WHERE value = $1', [stranger],
+      );
+      assert.deepEqual(stored, [{ subject_user_id: null, value: stranger }, { subject_user_id: null, value: stranger }], 'no user: --user cannot reach them');
+      keptBefore = await server.owner.query('SELECT ref, value, encode(salt, \'hex\') AS salt FROM audit_personal_data WHERE value = $1', [kept]);
+      assert.equal(keptBefore.length, 1);
+    });
+
+    const r = await runCli(['audit', 'redact', '--email', stranger.toUpperCase()]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, new RegExp(`^Erased 2 personal values equal to ${stranger.toUpperCase().replace(/[.]/g, '\\.')} from the audit log`));
+    const requestId = REQUEST_ID.exec(r.stdout)?.[0];
+    assert.ok(requestId);
+
+    await withServer(async (server, admin) => {
+      assert.equal((await server.owner.query('SELECT 1 FROM audit_personal_data WHERE lower(value) = $1', [stranger])).length, 0);
+      for (const id of failures) assert.equal((await apiRecord(admin, id)).metadata.email, REDACTED);
+      assert.deepEqual(await server.owner.query('SELECT ref, value, encode(salt, \'hex\') AS salt FROM audit_personal_data WHERE value = $1', [kept]), keptBefore);
+      const [record, ...more] = await auditRows(server, 'request_id = $1', [requestId]);
+      assert.equal(more.length, 0, 'one record');
+      assert.equal(record!.action, 'REDACT_PERSONAL_DATA');
+      assert.equal(record!.resource_id, null);
+      assert.deepEqual(record!.metadata, { valuesErased: 2, scope: 'email' });
+      const everything = (await server.owner.query<{ t: string }>("SELECT string_agg(a::text, '\n') AS t FROM audit_log a"))[0]!.t;
+      assert.ok(!everything.toLowerCase().includes(stranger), 'no record holds the erased address');
+    });
+  });
+
   test('the service\'s own role still may not delete personal data, and the CLI says so when given only its login', { skip: needsPostgres }, async () => {
     await withServer(async (server) => {
       const [{ n }] = (await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_personal_data')) as [{ n: number }];
@@ -328,8 +368,11 @@ describe('teamlog audit redact --user <id>', () => {
     });
   });
 
-  test('without --user, or with something that is not a user id, it is a usage error (exit code 2) and touches nothing', async () => {
-    for (const args of [[], ['--user'], ['--user', 'abc'], ['--user', '0'], ['--user', '-3'], ['--user', '1.5'], ['--user', '99999999999999999999'], ['--user', '1', '--all']]) {
+  test('without --user or --email, with both, or with something that is not a user id or an address, it is a usage error (exit code 2) and touches nothing', async () => {
+    for (const args of [
+      [], ['--user'], ['--user', 'abc'], ['--user', '0'], ['--user', '-3'], ['--user', '1.5'], ['--user', '99999999999999999999'], ['--user', '1', '--all'],
+      ['--email'], ['--email', 'nobody'], ['--email', 'a b@c.d'], ['--email', `${'a'.repeat(250)}@x.io`], ['--user', '1', '--email', 'a@b.c'],
+    ]) {
       const r = await runCli(['audit', 'redact', ...args]);
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
       assert.match(r.stderr, /Usage: teamlog audit redact --user <id>/);

@@ -16,21 +16,30 @@ function userIdOf(text: string): number {
   return id;
 }
 
+/** An email address as the API takes one (at most 254 characters, one @, no spaces). */
+function emailOf(text: string): string {
+  if (text.length > 254 || !/^[^\s@]+@[^\s@]+$/.test(text)) throw new UsageError(`--email must be an email address, not "${text}"`);
+  return text;
+}
+
 export const auditRedact: Command = {
-  usage: 'teamlog audit redact --user <id>',
-  summary: "Erase a user's personal data from the audit log (audited as REDACT_PERSONAL_DATA)",
+  usage: 'teamlog audit redact --user <id> | --email <address>',
+  summary: "Erase a user's personal data, or an email address, from the audit log (audited as REDACT_PERSONAL_DATA)",
   details:
-    'Deletes every personal value (email addresses) that audit records name for that user, and\n' +
-    'writes one REDACT_PERSONAL_DATA record with how many, in one transaction. The records are\n' +
-    'not changed: they hold keyed hashes, and the API shows "[redacted]" where the value was.\n' +
-    'Later records naming the same values keep theirs. The user may already be deleted.\n' +
+    '--user: deletes every personal value (email addresses) that audit records name for that\n' +
+    'user. --email: deletes every stored value equal to that address (case-insensitively),\n' +
+    'whoever it was about: an address typed into a failed login names no user. Either way it\n' +
+    'writes one REDACT_PERSONAL_DATA record with how many (never the values), in one\n' +
+    'transaction. The records are not changed: they hold keyed hashes, and the API shows\n' +
+    '"[redacted]" where the value was. Later records naming the same values keep theirs.\n' +
+    'The user may already be deleted.\n' +
     'Connects as `teamlog migrate` does: MIGRATION_DATABASE_URL (an owner connection), else\n' +
     "DATABASE_URL, else the embedded database under DATA_DIR. The service's own role may not\n" +
     'delete personal data, on purpose.',
   async run(args) {
-    const opts = options(args, { user: { type: 'string' } });
-    if (opts.user === undefined) throw new UsageError('--user is required');
-    const userId = userIdOf(opts.user);
+    const opts = options(args, { user: { type: 'string' }, email: { type: 'string' } });
+    if ((opts.user === undefined) === (opts.email === undefined)) throw new UsageError('give --user <id> or --email <address>, one of them');
+    const target: { userId: number } | { email: string } = opts.user !== undefined ? { userId: userIdOf(opts.user) } : { email: emailOf(opts.email!) };
     const config = loadConfig();
     const url = config.migrationDatabaseUrl ?? config.databaseUrl;
     const [{ databaseSession, migrate, migratePostgres }, { createDeps }, { createServices }, { systemContext }] = await Promise.all([
@@ -71,11 +80,11 @@ export const auditRedact: Command = {
       if (!url) await migrate(databaseSession(db));
       const { redaction } = createServices(createDeps(config, db, log));
       const requestId = `cli-${randomUUID()}`;
-      const { valuesErased } = await redaction.redactUser(systemContext(requestId), userId).catch(refused);
-      out(
-        `Erased ${valuesErased} personal value${valuesErased === 1 ? '' : 's'} of user ${userId} from the audit log in ${where}; ` +
-          `audit request id ${requestId}.`,
-      );
+      const ctx = systemContext(requestId);
+      const { valuesErased } = await ('userId' in target ? redaction.redactUser(ctx, target.userId) : redaction.redactEmail(ctx, target.email)).catch(refused);
+      // The address is the operator's own input: echoing it on their terminal keeps nothing.
+      const whose = 'userId' in target ? `of user ${target.userId}` : `equal to ${target.email}`;
+      out(`Erased ${valuesErased} personal value${valuesErased === 1 ? '' : 's'} ${whose} from the audit log in ${where}; audit request id ${requestId}.`);
     } finally {
       await db.close();
       unlock();

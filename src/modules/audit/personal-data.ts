@@ -56,6 +56,12 @@ const S = statements('personal-data', {
   // owner connection may: the service's role has no DELETE here (R__privileges.sql).
   eraseSubject: `WITH erased AS (DELETE FROM audit_personal_data WHERE subject_user_id = $1 RETURNING 1)
   SELECT count(*)::int AS erased FROM erased`,
+  // Erasure of one value whoever it was stored about (`teamlog audit redact --email`): an
+  // address typed into a failed login names no user (subject NULL), so --user cannot reach it.
+  // Emails are compared as the service compares them, case-insensitively. A full scan of the
+  // table, on purpose: erasure is rare, and an index on the values would be one more copy.
+  eraseValue: `WITH erased AS (DELETE FROM audit_personal_data WHERE lower(value) = lower($1) RETURNING 1)
+  SELECT count(*)::int AS erased FROM erased`,
 });
 
 export const storedPersonalData = (q: Queryable, refs: string[]) => query<PersonalDataRow>(q, S.find, [refs]);
@@ -63,5 +69,11 @@ export const storedPersonalData = (q: Queryable, refs: string[]) => query<Person
 /** Deletes every stored value whose subject is `userId`; answers how many there were. */
 export async function erasePersonalDataOf(q: Queryable, userId: number): Promise<number> {
   const [row] = await query<{ erased: number }>(q, S.eraseSubject, [userId]);
+  return row?.erased ?? 0;
+}
+
+/** Deletes every stored value equal to `email` (case-insensitively), whatever its subject; answers how many. */
+export async function erasePersonalValue(q: Queryable, email: string): Promise<number> {
+  const [row] = await query<{ erased: number }>(q, S.eraseValue, [email]);
   return row?.erased ?? 0;
 }

@@ -5,7 +5,7 @@
 import type { RequestContext } from '../../context.js';
 import type { Deps } from '../../deps.js';
 import { useCase } from '../../use-cases/runner.js';
-import { erasePersonalDataOf } from './personal-data.js';
+import { erasePersonalDataOf, erasePersonalValue } from './personal-data.js';
 
 const REDACT = useCase('audit.redactPersonalData', ['REDACT_PERSONAL_DATA']);
 
@@ -24,6 +24,23 @@ export function createRedactionService(deps: Deps) {
         uow.audit({
           action: 'REDACT_PERSONAL_DATA', resourceType: 'USER', resourceId: userId, actorId: null,
           metadata: { valuesErased },
+        });
+        return { valuesErased };
+      });
+    },
+
+    /**
+     * Erases every stored value equal to `email`, whoever it was about: the way to reach an
+     * address that names no user (typed into a failed login), or one several users had.
+     * Recorded as REDACT_PERSONAL_DATA with no resource and `scope: "email"`: the address
+     * itself is never written, or the record would keep what it erased.
+     */
+    async redactEmail(ctx: RequestContext, email: string): Promise<{ valuesErased: number }> {
+      return run(ctx, REDACT, async (uow) => {
+        const valuesErased = await erasePersonalValue(uow.tx, email);
+        uow.audit({
+          action: 'REDACT_PERSONAL_DATA', resourceType: 'USER', resourceId: null, actorId: null,
+          metadata: { valuesErased, scope: 'email' },
         });
         return { valuesErased };
       });
