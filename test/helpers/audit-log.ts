@@ -1,0 +1,91 @@
+// Building an audit log to tamper with and reading what verification says of it: shared by
+// the tamper tests (audit-tamper.test.ts, audit-personal-values.test.ts).
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import type { Database, Queryable } from '../../src/db/database.js';
+import { databaseSession, migrate } from '../../src/db/migrate.js';
+import { createPgliteDatabase } from '../../src/db/pglite.js';
+import type { VerifyReport } from '../../src/modules/audit/integrity/verifier.js';
+import type { Session } from './client.js';
+import { createTestDatabase, onPostgres, type TestDatabase, type TestServer } from './server.js';
+
+/** A checkpoint as GET /audit-logs/checkpoints/latest answers it. */
+export interface CheckpointJson { origin: string; tree_size: number; root_hash: string; key_id: string; note: string }
+
+/** Audited actions (CREATE_PROJECT), one request each. */
+export async function auditedActions(admin: Session, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const res = await admin.client.post('/api/v1/projects', { name: `Tamper ${i}` }, { token: admin.token });
+    assert.equal(res.status, 201, res.text);
+  }
+}
+
+/** Waits until every record is sealed and the newest checkpoint covers them all. */
+export async function settled(server: TestServer, admin: Session): Promise<CheckpointJson> {
+  for (let i = 0; i < 400; i++) {
+    const res = await admin.client.get<CheckpointJson>('/api/v1/audit-logs/checkpoints/latest', { token: admin.token });
+    const [row] = await server.owner.query<{ sealed: number; unsealed: number }>(
+      `SELECT (SELECT count(*)::int FROM audit_seal) AS sealed,
+              (SELECT count(*)::int FROM audit_log a WHERE NOT EXISTS (SELECT 1 FROM audit_seal s WHERE s.record_id = a.id)) AS unsealed`,
+    );
+    if (res.status === 200 && row!.unsealed === 0 && res.body.tree_size === row!.sealed) return res.body;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('the log did not settle: records left unsealed or no checkpoint covers them');
+}
+
+/** Batches of audited actions, each settled (so signed) before the next: a log with several checkpoints. */
+export async function buildLog(server: TestServer, admin: Session, batches: number[]): Promise<CheckpointJson> {
+  let head: CheckpointJson | undefined;
+  for (const n of batches) {
+    await auditedActions(admin, n);
+    head = await settled(server, admin);
+  }
+  return head!;
+}
+
+/** What GET /audit-logs/verify says. */
+export async function verifyRoute(admin: Session): Promise<VerifyReport> {
+  const res = await admin.client.get<VerifyReport>('/api/v1/audit-logs/verify', { token: admin.token });
+  assert.equal(res.status, 200, res.text);
+  return res.body;
+}
+
+export function assertOk(report: VerifyReport): void {
+  assert.equal(report.ok, true, `expected the log to verify: ${report.problem}`);
+  assert.equal(report.first_bad_id, undefined);
+}
+
+export function assertBad(report: VerifyReport, firstBadId: number | undefined, problem: RegExp): void {
+  assert.equal(report.ok, false, 'the tamper went unnoticed');
+  assert.equal(report.first_bad_id, firstBadId, `first_bad_id (problem: ${report.problem})`);
+  assert.equal(typeof report.problem, 'string');
+  assert.match(report.problem!, problem);
+}
+
+class Rollback extends Error {}
+
+/**
+ * fn on an owner transaction that is always rolled back: the tamper and the engine's verdict on
+ * it, seen by this transaction only.
+ */
+export async function rolledBack<T>(db: Database, fn: (q: Queryable) => Promise<T>): Promise<T> {
+  let result: { value: T } | undefined;
+  try {
+    await db.transaction(async (tx) => {
+      result = { value: await fn(tx) };
+      throw new Rollback();
+    });
+  } catch (err) {
+    if (!(err instanceof Rollback)) throw err;
+  }
+  return result!.value;
+}
+
+/** A database the CLI can open too: PGlite under dataDir/pglite (one process at a time), or a new PostgreSQL database. */
+export async function sharedDatabase(dataDir: string): Promise<TestDatabase> {
+  if (onPostgres) return createTestDatabase();
+  const db = await createPgliteDatabase(path.join(dataDir, 'pglite'), () => {});
+  await migrate(databaseSession(db));
+  return { name: path.basename(dataDir), db, owner: db, databaseUrl: undefined, drop: () => db.close() };
+}
