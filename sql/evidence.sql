@@ -44,8 +44,8 @@ INSERT INTO audit_signing_keys (key_id, public_key, note_verifier_key) VALUES ($
    ON CONFLICT DO NOTHING;
 
 -- evidence.sealedCanonicalFrom (prepared)
-SELECT s.seq, s.record_id, s.leaf_hash, '{"action":' || to_json(a.action)::text || ',"actor_id":' || COALESCE(a.actor_id::text, 'null') || ',"id":' || a.id::text || ',"ip":' || COALESCE(to_json(a.ip)::text, 'null') || ',"metadata":' AS head, a.metadata::text AS metadata, ',"request_id":' || to_json(a.request_id)::text || ',"resource_id":' || COALESCE(a.resource_id::text, 'null') || ',"resource_type":' || to_json(a.resource_type)::text || ',"result":' || to_json(a.result)::text || ',"timestamp":' || CASE WHEN a."timestamp" >= '0001-01-01 00:00:00+00' AND a."timestamp" < '10000-01-01 00:00:00+00'
-    THEN '"' || to_char(a."timestamp" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"' ELSE to_json(a."timestamp"::text)::text END || ',"user_agent":' || COALESCE(to_json(a.user_agent)::text, 'null') || '}' AS tail
+SELECT s.seq, s.record_id, s.leaf_hash, '{"action":' || '"' || a.action || '"' || ',"actor_id":' || COALESCE(a.actor_id::text, 'null') || ',"id":' || a.id::text || ',"ip":' || COALESCE(to_json(a.ip)::text, 'null') || ',"metadata":' AS head, a.metadata::text AS metadata, ',"request_id":' || to_json(a.request_id)::text || ',"resource_id":' || COALESCE(a.resource_id::text, 'null') || ',"resource_type":' || '"' || a.resource_type || '"' || ',"result":' || '"' || a.result || '"' || ',"timestamp":' || CASE WHEN a."timestamp" >= '0001-01-01 00:00:00+00' AND a."timestamp" < '10000-01-01 00:00:00+00'
+    THEN to_char(a."timestamp" AT TIME ZONE 'UTC', '\"YYYY-MM-DD"T"HH24:MI:SS.MS"Z\"') ELSE to_json(a."timestamp"::text)::text END || ',"user_agent":' || COALESCE(to_json(a.user_agent)::text, 'null') || '}' AS tail
    FROM audit_seal s LEFT JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true
    WHERE s.seq >= $1 ORDER BY s.seq LIMIT $2;
 

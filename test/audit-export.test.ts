@@ -417,6 +417,21 @@ describe('over HTTP', () => {
     assert.ok(report.body.records_checked >= all.length);
   });
 
+  test('the sealed form quotes action, resource_type and result without escaping them (sealed-form.ts): the database refuses, even to its owner, any value of theirs that would need escaping', async () => {
+    const insert = (column: 'action' | 'resource_type' | 'result', value: string) => {
+      const values = { action: 'CREATE_PROJECT', resource_type: 'PROJECT', result: 'SUCCESS', [column]: value };
+      return server.owner.query(
+        `INSERT INTO audit_log (action, resource_type, result, request_id) VALUES ($1, $2, $3, $4)`,
+        [values.action, values.resource_type, values.result, `word-${unique()}`],
+      );
+    };
+    for (const column of ['action', 'resource_type', 'result'] as const) {
+      for (const value of ['A"B', 'A\\B', 'A\u0001B', 'A\nB', 'lower', '']) {
+        await assert.rejects(insert(column, value), (err: { code?: string }) => err.code === '23514', `${column} = ${JSON.stringify(value)} is refused`);
+      }
+    }
+  });
+
   test('block by block: with 4 seqs a block, complete blocks share their path above the block and the last takes the general proof; every line of the unfiltered and a filtered export verifies', async () => {
     const collect = async (filters: AuditFilters) => {
       let text = '';

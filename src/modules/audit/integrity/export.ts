@@ -16,7 +16,7 @@ import { resolvePersonalData } from '../audit.service.js';
 import { PERSONAL_MARKER } from '../audit.writer.js';
 import { fetchNodes, latestCheckpoint } from './evidence.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
-import { asHash, inclusionProof, inclusionProofNodes, nodeHash, type Hash, type NodeKey } from './merkle.js';
+import { inclusionProof, inclusionProofNodes, nodeHashBase64, type Hash, type NodeKey } from './merkle.js';
 import { integerText } from './integer-text.js';
 import { OutputBuffer, utf8Bound } from './output-buffer.js';
 import { SEALED_FORM_JSON, sealedForm } from './sealed-form.js';
@@ -27,12 +27,14 @@ const RECORD_COLUMNS = 'a.id, a.actor_id, a.action, a.resource_type, a.resource_
 
 const S = statements('export', {
   sealAt: 'SELECT record_xact_id::text AS xact_id, record_id FROM audit_seal WHERE seq = $1',
-  leaves: 'SELECT leaf_hash FROM audit_seal WHERE seq >= $1 AND seq < $2 ORDER BY seq',
+  // Every leaf of the block of seqs [$1, $2), as base64 end to end (44 characters each:
+  // PostgreSQL breaks base64 lines at 76 only), for a filtered export, whose rows lack some.
+  leaves: { text: `SELECT string_agg(encode(leaf_hash, 'base64'), '' ORDER BY seq) AS hashes FROM audit_seal WHERE seq >= $1 AND seq < $2`, prepare: true },
 });
 
 type SealedExportRow = AuditRow & { seq: number; leaf_hash: Uint8Array };
 /** A sealed record for an NDJSON line: its sealed form as JSON text, made by PostgreSQL. */
-type SealedLineRow = { seq: number; leaf_hash: Uint8Array; record_json: string };
+type SealedLineRow = { seq: number; leaf: string; record_json: string };
 type PendingExportRow = AuditRow & { xact_id: string };
 
 /**
@@ -44,9 +46,9 @@ type PendingExportRow = AuditRow & { xact_id: string };
 function sealedChunk<R>(q: Queryable, form: 'columns' | 'json', f: AuditFilters, from: number, to: number) {
   const w = where(`export_sealed_${form}`, [[(p) => `s.seq >= ${p}`, from], [(p) => `s.seq < ${p}`, to], ...auditFilterConditions(f, 'a.')]);
   w.params.push(to - from);
-  const columns = form === 'json' ? `${SEALED_FORM_JSON} AS record_json` : RECORD_COLUMNS;
+  const columns = form === 'json' ? `encode(s.leaf_hash, 'base64') AS leaf, ${SEALED_FORM_JSON} AS record_json` : `s.leaf_hash, ${RECORD_COLUMNS}`;
   return q.query<R>(
-    `SELECT s.seq, s.leaf_hash, ${columns} FROM audit_seal s JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true ${w.clause} ORDER BY s.seq LIMIT $${w.params.length}`,
+    `SELECT s.seq, ${columns} FROM audit_seal s JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true ${w.clause} ORDER BY s.seq LIMIT $${w.params.length}`,
     w.params,
     { prepareAs: w.prepareAs },
   );
@@ -80,11 +82,14 @@ export interface ExportOptions {
 
 const insideBlock = (from: number, to: number) => (k: NodeKey) => k.index * 2 ** k.level >= from && (k.index + 1) * 2 ** k.level <= to;
 
+/** Characters of a hash's base64: 32 bytes, padded. */
+const B64_HASH = 44;
+
 interface Block<R> {
   size: number;
   rows: R[];
-  /** Every leaf of the block, when the rows are filtered (else the rows carry them). */
-  leaves?: Array<{ leaf_hash: Uint8Array }>;
+  /** Every leaf of the block in base64, when the rows are filtered (else the rows carry them). */
+  leaves?: string[];
   /** The stored nodes outside the block that its records' proofs need. */
   outside: Map<string, Hash>;
 }
@@ -98,52 +103,56 @@ async function readProofBlock(db: Queryable, f: AuditFilters, from: number, to: 
   const inside = insideBlock(from, to);
   const outsideKeys = [...inclusionProofNodes(from, size), ...inclusionProofNodes(to - 1, size)].filter((k) => !inside(k));
   const filtered = auditFilterConditions(f, 'a.').some(([, value]) => value !== undefined);
-  const [r, outside, leaves] = await Promise.all([rows, fetchNodes(db, outsideKeys), filtered ? query<{ leaf_hash: Uint8Array }>(db, S.leaves, [from, to]) : undefined]);
-  return { size, rows: r, outside, ...(leaves ? { leaves } : {}) };
+  const [r, outside, leaves] = await Promise.all([rows, fetchNodes(db, outsideKeys), filtered ? query<{ hashes: string | null }>(db, S.leaves, [from, to]) : undefined]);
+  if (!leaves) return { size, rows: r, outside };
+  const text = leaves[0]?.hashes ?? '';
+  if (text.length !== (to - from) * B64_HASH) throw new Error(`audit seal of seqs [${from}, ${to}) is incomplete`);
+  return { size, rows: r, outside, leaves: Array.from({ length: to - from }, (_, i) => text.slice(i * B64_HASH, (i + 1) * B64_HASH)) };
 }
 
 /**
  * The audit paths of the records in the aligned block of seqs [from, to) of a tree of `size`
- * leaves, written as JSON arrays, and the block's leaf hashes. Complete subtrees inside the
- * block are hashed here from its leaves (the rows already carry them when the export is
- * unfiltered); those outside it are read from the stored tree, once per block.
+ * leaves, written as JSON arrays, and their leaf hashes. Complete subtrees inside the block are
+ * hashed here from its leaves (the rows carry them when the export is unfiltered); those
+ * outside it are read from the stored tree, once per block. Hashes stay in base64 from
+ * PostgreSQL's text to the line (merkle.ts, nodeHashBase64): no Buffer per hash, and no base64
+ * written per node.
  *
  * When the block is a complete subtree (every block but the tree's last), it is a node of the
  * RFC 6962 tree: every record's path is its siblings inside the block, then the block's own
- * path, the same for all of them. So a node's base64 is computed once for all the paths it is
- * in, and the block's path once: a million-record export converted 21 million hashes to base64
- * before, one per path entry. The last, incomplete block takes the general proof per record.
+ * path, the same for all of them. So a line writes its few lowest siblings and then the rest
+ * of its path, written once for the records that share it. The last, incomplete block takes
+ * the general proof per record.
  */
-function blockProofs(block: Block<{ leaf_hash: Uint8Array }>, from: number, to: number) {
-  const leaves = (block.leaves ?? block.rows).map((r) => asHash(r.leaf_hash));
-  const { outside } = block;
-  const levels: Hash[][] = [leaves];
+function blockProofs(block: Block<{ leaf: string }>, from: number, to: number) {
+  const levels: string[][] = [block.leaves ?? block.rows.map((r) => r.leaf)];
   for (let level = levels[0]!; level.length > 1; ) {
-    const up: Hash[] = [];
-    for (let i = 0; i + 1 < level.length; i += 2) up.push(nodeHash(level[i]!, level[i + 1]!));
+    const up: string[] = [];
+    for (let i = 0; i + 1 < level.length; i += 2) up.push(nodeHashBase64(level[i]!, level[i + 1]!));
     levels.push(up);
     level = up;
   }
+  const { outside, size } = block;
   const inside = insideBlock(from, to);
-  const size = block.size;
   const get = (k: NodeKey): Hash => {
     if (inside(k)) {
       const hash = levels[k.level]?.[k.index - from / 2 ** k.level];
-      if (hash) return hash;
+      if (hash) return Buffer.from(hash, 'base64');
     }
     const hash = outside.get(`${k.level}:${k.index}`);
     if (!hash) throw new Error(`audit tree node ${k.level}:${k.index} is missing`);
     return hash;
   };
-
-  /** `"<base64>"` of the node at index j (from the block's start) of a level, as bytes, computed once. */
-  const quoted: Buffer[][] = levels.map(() => []);
-  const quotedAt = (level: number, j: number) => (quoted[level]![j] ??= Buffer.from(`"${levels[level]![j]!.toString('base64')}"`, 'latin1'));
-  /** The leaf hash as a JSON string. */
-  const leafHash = (seq: number) => quotedAt(0, seq - from);
+  /** Writes `"<base64>"` of the hash at index j (from the block's start) of a level. */
+  const writeQuoted = (out: OutputBuffer, level: number, j: number) => {
+    out.byte(QUOTE);
+    out.latin1(levels[level]![j]!);
+    out.byte(QUOTE);
+  };
+  const leafHash = (out: OutputBuffer, seq: number) => writeQuoted(out, 0, seq - from);
 
   const depth = levels.length - 1;
-  if (leaves.length !== 2 ** depth) {
+  if (levels[0]!.length !== 2 ** depth) {
     let last: { seq: number; text: Buffer } | undefined;
     const path = (seq: number) => (last?.seq === seq ? last : (last = { seq, text: Buffer.from(JSON.stringify(inclusionProof(seq, size, get).map(b64)), 'latin1') })).text;
     return { leafHash, pathBound: (seq: number) => path(seq).length, writePath: (out: OutputBuffer, seq: number) => out.bytes(path(seq)) };
@@ -157,20 +166,19 @@ function blockProofs(block: Block<{ leaf_hash: Uint8Array }>, from: number, to: 
   const groupPath = (g: number) =>
     (groupPaths[g] ??= (() => {
       let text = '';
-      for (let level = low, j = g; level < depth; level++, j = Math.floor(j / 2)) text += `,"${levels[level]![j ^ 1]!.toString('base64')}"`;
+      for (let level = low, j = g; level < depth; level++, j = Math.floor(j / 2)) text += `,"${levels[level]![j ^ 1]!}"`;
       return Buffer.from(text + above, 'latin1');
     })());
-  const QUOTED_HASH = 46; // 44 base64 characters and two quotes
   return {
     leafHash,
     /** At least the bytes writePath writes for this seq. */
-    pathBound: (seq: number) => 2 + low * (QUOTED_HASH + 1) + groupPath(Math.floor((seq - from) / 2 ** low)).length,
+    pathBound: (seq: number) => 2 + low * (B64_HASH + 3) + groupPath(Math.floor((seq - from) / 2 ** low)).length,
     writePath(out: OutputBuffer, seq: number) {
       out.byte(LEFT_BRACKET);
       let j = seq - from;
       for (let level = 0; level < low; level++, j = Math.floor(j / 2)) {
         if (level > 0) out.byte(COMMA);
-        out.bytes(quotedAt(level, j ^ 1));
+        writeQuoted(out, level, j ^ 1);
       }
       // The first entry drops its comma when the path has no entry below the group's.
       const rest = groupPath(j);
@@ -191,7 +199,7 @@ const SEQ = Buffer.from(',"seq":');
 const LEAF_HASH = Buffer.from(',"leaf_hash":');
 const AUDIT_PATH = Buffer.from(',"audit_path":');
 const LINE_END = Buffer.from('}\n');
-const [LEFT_BRACKET, COMMA, RIGHT_BRACKET] = [0x5b, 0x2c, 0x5d];
+const [LEFT_BRACKET, COMMA, RIGHT_BRACKET, QUOTE] = [0x5b, 0x2c, 0x5d, 0x22];
 /** Bytes of a line besides its two records and its path, the seq's digits included. */
 const LINE_FIXED = LINE_START.length + SEALED.length + SEQ.length + 16 + LEAF_HASH.length + 46 + AUDIT_PATH.length + LINE_END.length;
 
@@ -315,7 +323,7 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
         out.bytes(SEQ);
         out.integer(row.seq);
         out.bytes(LEAF_HASH);
-        out.bytes(proofs.leafHash(row.seq));
+        proofs.leafHash(out, row.seq);
         out.bytes(AUDIT_PATH);
         proofs.writePath(out, row.seq);
         out.bytes(LINE_END);

@@ -39,6 +39,17 @@ export function nodeHash(left: Hash, right: Hash): Hash {
   return sha256(nodeInput);
 }
 
+/**
+ * nodeHash of two hashes given and answered in base64, for the export, which reads leaves as
+ * base64 and writes every node as base64: no Buffer is made per hash (the input is decoded into
+ * the shared buffer) and none is encoded again.
+ */
+export function nodeHashBase64(left: string, right: string): string {
+  nodeInput.write(left, 1, 'base64');
+  nodeInput.write(right, 1 + HASH_BYTES, 'base64');
+  return hash('sha256', nodeInput, 'base64');
+}
+
 export const EMPTY_ROOT: Hash = sha256('');
 
 /** A complete, aligned subtree: leaves [index·2^level, (index+1)·2^level). level 0 is a leaf. */

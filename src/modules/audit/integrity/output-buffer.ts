@@ -67,6 +67,11 @@ export class OutputBuffer {
     this.#at += this.#buf.write(integerText(n), this.#at, 'latin1');
   }
 
+  /** A string of characters below U+0100, a byte each (base64, digits). */
+  latin1(s: string): void {
+    this.#at += this.#buf.write(s, this.#at, 'latin1');
+  }
+
   utf8(s: string): void {
     this.#at += this.#buf.write(s, this.#at, 'utf8');
   }

@@ -51,35 +51,44 @@ export function sealingLeaf(row: SealedRecord): { leaf: Hash; canonical: boolean
   }
 }
 
+/** A JSON string of a column that the table's CHECK constraint holds to ^[A-Z][A-Z_]*$ (or to a list of such words): nothing in it to escape. */
+const word = (column: string) => `'"' || ${column} || '"'`;
+
 /**
  * SQL for the sealed form of the audit_log row `a` as JSON text, built by PostgreSQL (on the
- * database's core, which had time to spare): the export ships it as it is, and the verifier
- * parses it, where node-postgres parsed fifteen columns a row and the export wrote them back out
- * with JSON.stringify. Compact, keys in the API's order, so that a grep of an export for
+ * database's core, which had time to spare): the export ships it as it is, where node-postgres
+ * parsed fifteen columns a row and the export wrote them back out with JSON.stringify.
+ * Compact, keys in the API's order, so that a grep of an export for
  * `"action":"LOGIN_FAILURE"` finds its lines; only the metadata is as jsonb prints it
  * (`{"key": "value"}`). Its values are the row's as the service reads them (the timestamp in
  * timestamps.ts's form: UTC, milliseconds truncated, which to_char's MS does), so it parses to
- * sealedForm(row); test/audit-export.test.ts holds the two together on odd values. NULL when
- * the row is gone (a LEFT JOIN's nulls).
+ * sealedForm(row); test/audit-export.test.ts holds the two together on odd values. For a row
+ * that exists (concat() writes a NULL as nothing).
  */
 const JSON_VALUES: Record<SealedField, string> = {
   id: 'a.id::text',
   actor_id: "COALESCE(a.actor_id::text, 'null')",
-  action: 'to_json(a.action)::text',
-  resource_type: 'to_json(a.resource_type)::text',
+  // Quoted, not to_json: to_json works out how to print its argument's type on every call
+  // (catalog lookups, in perf's profile of an export). A value that breaks the constraint (only
+  // someone who dropped it could write one) comes out unescaped, and the record fails
+  // verification, as a record written behind the service's back should.
+  action: word('a.action'),
+  resource_type: word('a.resource_type'),
   resource_id: "COALESCE(a.resource_id::text, 'null')",
-  // timestamps.ts's form for the years it gives it to (1 to 9999); any other (BC, a fifth digit,
-  // infinity: none the service writes) as PostgreSQL prints it, as isoTimestamp passes it on.
-  // Not to_char alone: it writes 44 BC as 0044, so a record moved to BC would verify unchanged.
+  // timestamps.ts's form for the years it gives it to (1 to 9999), quotes included (\" is a
+  // literal quote in to_char's format); any other (BC, a fifth digit, infinity: none the service
+  // writes) as PostgreSQL prints it, as isoTimestamp passes it on. Not to_char alone: it writes
+  // 44 BC as 0044, so a record moved to BC would verify unchanged.
   timestamp: `CASE WHEN a."timestamp" >= '0001-01-01 00:00:00+00' AND a."timestamp" < '10000-01-01 00:00:00+00'
-    THEN '"' || to_char(a."timestamp" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"' ELSE to_json(a."timestamp"::text)::text END`,
-  result: 'to_json(a.result)::text',
+    THEN to_char(a."timestamp" AT TIME ZONE 'UTC', '\\"YYYY-MM-DD"T"HH24:MI:SS.MS"Z\\"') ELSE to_json(a."timestamp"::text)::text END`,
+  result: word('a.result'),
   metadata: 'a.metadata::text',
   ip: "COALESCE(to_json(a.ip)::text, 'null')",
   user_agent: "COALESCE(to_json(a.user_agent)::text, 'null')",
   request_id: 'to_json(a.request_id)::text',
 };
-export const SEALED_FORM_JSON = `${SEALED_FIELDS.map((key, i) => `'${i === 0 ? '{' : ','}"${key}":' || ${JSON_VALUES[key]}`).join(' || ')} || '}'`;
+/** One concat() of the pieces: a chain of || made a new text of the record so far at every step. */
+export const SEALED_FORM_JSON = `concat(${SEALED_FIELDS.map((key, i) => `'${i === 0 ? '{' : ','}"${key}":', ${JSON_VALUES[key]}`).join(', ')}, '}')`;
 
 /**
  * The sealed form of `a` in its RFC 8785 form, built by PostgreSQL for the database
