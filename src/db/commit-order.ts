@@ -19,7 +19,8 @@ import { query, statements } from './statements.js';
 export const COMMITTED = 'xact_id < pg_snapshot_xmin(pg_current_snapshot())';
 
 const S = statements('commit-order', {
-  tryLock: 'SELECT pg_try_advisory_xact_lock($1) AS locked',
+  // Prepared: every batch of every consumer takes it first.
+  tryLock: { text: 'SELECT pg_try_advisory_xact_lock($1) AS locked', prepare: true },
 });
 
 export interface BatchOutcome {
