@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
   EMPTY_ROOT, InclusionChecker, TreeBuilder, consistencyProof, consistencyProofNodes, frontierNodes, inclusionProof, inclusionProofNodes,
-  leafHash, nodeHash, rootHash, rootNodes, verifyConsistency, verifyInclusion,
+  leafHash, nodeHash, nodeHashBase64, rootHash, rootNodes, verifyConsistency, verifyInclusion,
   type Hash, type NodeKey, type NodeSource,
 } from '../src/modules/audit/integrity/merkle.js';
 
@@ -170,6 +170,16 @@ test('leaf and node hashes use the RFC 6962 domain prefixes, and the empty tree 
   assert.deepEqual(EMPTY_ROOT, ROOTS[0]);
   assert.deepEqual(leafHash('a'), leafHash(Buffer.from('a')));
   assert.deepEqual(leafHash('é'), leafHash(Buffer.from([0xc3, 0xa9])));
+});
+
+test('nodeHashBase64 (the export\'s, in base64 from end to end) gives the published level-1..3 nodes from the published leaves', () => {
+  const b64 = (h: string) => hex(h).toString('base64');
+  for (let level = 1; level < NODE_HASHES.length; level++) {
+    NODE_HASHES[level]!.forEach((node, i) => {
+      const [left, right] = [NODE_HASHES[level - 1]![2 * i]!, NODE_HASHES[level - 1]![2 * i + 1]!];
+      assert.equal(nodeHashBase64(b64(left), b64(right)), b64(node), `level ${level}, node ${i}`);
+    });
+  }
 });
 
 test('the root of every size 0..8 of the published tree matches, computed both from stored nodes and by the builder', () => {
