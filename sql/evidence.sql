@@ -3,18 +3,18 @@
 -- evidence.checkpointsAfter (planned per call)
 SELECT id, tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at FROM audit_checkpoints WHERE id > $1 ORDER BY id LIMIT $2;
 
--- evidence.cursor (prepared)
+-- evidence.cursor (planned per call)
 SELECT seq, record_id, record_xact_id::text AS record_xact_id FROM audit_seal ORDER BY seq DESC LIMIT 1;
 
 -- evidence.insertCheckpoint (planned per call)
 INSERT INTO audit_checkpoints (tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at)
    VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, decode($5, 'hex'), $6, $7);
 
--- evidence.insertNodes (prepared)
+-- evidence.insertNodes (planned per call)
 INSERT INTO audit_tree_nodes (level, idx, hash)
    SELECT l, i, decode(h, 'hex') FROM unnest($1::smallint[], $2::bigint[], $3::text[]) AS t(l, i, h);
 
--- evidence.insertSeals (prepared)
+-- evidence.insertSeals (planned per call)
 INSERT INTO audit_seal (seq, record_id, record_xact_id, leaf_hash)
    SELECT s, r, x, decode(h, 'hex') FROM unnest($1::bigint[], $2::bigint[], $3::xid8[], $4::text[]) AS t(s, r, x, h);
 
@@ -24,13 +24,13 @@ SELECT key_id, algorithm, public_key, note_verifier_key, created_at FROM audit_s
 -- evidence.keys (planned per call)
 SELECT key_id, algorithm, public_key, note_verifier_key, created_at FROM audit_signing_keys ORDER BY created_at, key_id;
 
--- evidence.latestCheckpoint (prepared)
+-- evidence.latestCheckpoint (planned per call)
 SELECT id, tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at FROM audit_checkpoints ORDER BY id DESC LIMIT 1;
 
 -- evidence.maxRecordId (planned per call)
 SELECT COALESCE(max(id), 0) AS id FROM audit_log;
 
--- evidence.nodes (prepared)
+-- evidence.nodes (planned per call)
 SELECT k.level, k.idx, COALESCE(n.hash, s.leaf_hash) AS hash
    FROM unnest($1::smallint[], $2::bigint[]) AS k(level, idx)
    LEFT JOIN audit_tree_nodes n ON k.level > 0 AND n.level = k.level AND n.idx = k.idx
@@ -63,7 +63,7 @@ SELECT seq, leaf_hash FROM audit_seal WHERE record_id = $1;
 -- evidence.setOrigin (planned per call)
 INSERT INTO audit_log_origin (origin) VALUES ($1) ON CONFLICT (singleton) DO NOTHING;
 
--- evidence.toSeal (prepared)
+-- evidence.toSeal (planned per call)
 SELECT a.id, a.actor_id, a.action, a.resource_type, a.resource_id, a."timestamp", a.result, a.metadata, a.ip, a.user_agent, a.request_id, a.xact_id::text AS xact_id FROM audit_log a
    WHERE (a.xact_id, a.id) > ($1::xid8, $2::bigint) AND a.xact_id < pg_snapshot_xmin(pg_current_snapshot())
    ORDER BY a.xact_id, a.id LIMIT $3;
@@ -74,5 +74,5 @@ SELECT a.id FROM audit_log a
      AND NOT EXISTS (SELECT 1 FROM audit_seal s WHERE s.record_id = a.id)
    ORDER BY a.id LIMIT 1;
 
--- evidence.waiting (prepared)
+-- evidence.waiting (planned per call)
 SELECT true AS waiting FROM audit_log WHERE (xact_id, id) > ($1::xid8, $2::bigint) ORDER BY xact_id, id LIMIT 1;

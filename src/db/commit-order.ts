@@ -19,8 +19,7 @@ import { query, statements } from './statements.js';
 export const COMMITTED = 'xact_id < pg_snapshot_xmin(pg_current_snapshot())';
 
 const S = statements('commit-order', {
-  // Prepared: every batch of every consumer takes it first.
-  tryLock: { text: 'SELECT pg_try_advisory_xact_lock($1) AS locked', prepare: true },
+  tryLock: 'SELECT pg_try_advisory_xact_lock($1) AS locked',
 });
 
 export interface BatchOutcome {

@@ -29,7 +29,7 @@ const S = statements('export', {
   sealAt: 'SELECT record_xact_id::text AS xact_id, record_id FROM audit_seal WHERE seq = $1',
   // Every leaf of the block of seqs [$1, $2), as base64 end to end (44 characters each:
   // PostgreSQL breaks base64 lines at 76 only), for a filtered export, whose rows lack some.
-  leaves: { text: `SELECT string_agg(encode(leaf_hash, 'base64'), '' ORDER BY seq) AS hashes FROM audit_seal WHERE seq >= $1 AND seq < $2`, prepare: true },
+  leaves: `SELECT string_agg(encode(leaf_hash, 'base64'), '' ORDER BY seq) AS hashes FROM audit_seal WHERE seq >= $1 AND seq < $2`,
 });
 
 type SealedExportRow = AuditRow & { seq: number; leaf: string };
