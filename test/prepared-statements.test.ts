@@ -87,15 +87,7 @@ describe("the sealer's reads, on a database analyzed while empty that then grows
       await owner.query(`EXECUTE sealer_${i}${args(params)}`); // the generic plan is made here, and kept
       preparedEmpty.set(name, `sealer_${i}`);
     }
-    await owner.query(
-      `INSERT INTO audit_log (action, resource_type, resource_id, result, metadata, request_id)
-       SELECT 'CREATE_TASK', 'TASK', g, 'SUCCESS', '{}', 'grow-' || g FROM generate_series(1, $1::int) g`,
-      [ROWS],
-    );
-    await owner.query(
-      `INSERT INTO audit_seal (seq, record_id, record_xact_id, leaf_hash)
-       SELECT row_number() OVER (ORDER BY xact_id, id) - 1, id, xact_id, sha256(id::text::bytea) FROM audit_log ORDER BY xact_id, id`,
-    );
+    await sealedRecords(owner, ROWS);
     await owner.query(`INSERT INTO audit_tree_nodes (level, idx, hash) SELECT 1, g, sha256(g::text::bytea) FROM generate_series(0, $1::int / 2 - 1) g`, [ROWS]);
     // A checkpoint every 5 s for a week or so (the rows need only be well-formed here).
     await owner.query(
@@ -130,6 +122,19 @@ describe("the sealer's reads, on a database analyzed while empty that then grows
   });
 });
 
+/** `rows` audit records, each sealed (with a stand-in leaf): a big log, as a poll or a batch sees one. */
+async function sealedRecords(owner: Queryable, rows: number): Promise<void> {
+  await owner.query(
+    `INSERT INTO audit_log (action, resource_type, resource_id, result, metadata, request_id)
+     SELECT 'CREATE_TASK', 'TASK', g, 'SUCCESS', '{}', 'big-' || g FROM generate_series(1, $1::int) g`,
+    [rows],
+  );
+  await owner.query(
+    `INSERT INTO audit_seal (seq, record_id, record_xact_id, leaf_hash)
+     SELECT row_number() OVER (ORDER BY xact_id, id) - 1, id, xact_id, sha256(id::text::bytea) FROM audit_log ORDER BY xact_id, id`,
+  );
+}
+
 /** The relations a plan reads with a sequential scan. */
 function seqScans(plan: unknown): string[] {
   const node = plan as { 'Node Type'?: string; 'Relation Name'?: string; Plans?: unknown[] };
@@ -149,15 +154,7 @@ describe("the workers' idle polls on big tables", { skip: needsPostgres }, () =>
   h.before(async () => {
     if (needsPostgres) return;
     const owner = h.database.owner;
-    await owner.query(
-      `INSERT INTO audit_log (action, resource_type, resource_id, result, metadata, request_id)
-       SELECT 'CREATE_TASK', 'TASK', g, 'SUCCESS', '{}', 'poll-' || g FROM generate_series(1, $1::int) g`,
-      [ROWS],
-    );
-    await owner.query(
-      `INSERT INTO audit_seal (seq, record_id, record_xact_id, leaf_hash)
-       SELECT row_number() OVER (ORDER BY xact_id, id) - 1, id, xact_id, sha256(id::text::bytea) FROM audit_log ORDER BY xact_id, id`,
-    );
+    await sealedRecords(owner, ROWS);
     await owner.query(
       `INSERT INTO events (name, room, payload, event_id) SELECT 'task.created', 'project:1', '{}', g FROM generate_series(1, $1::int) g`,
       [ROWS],
