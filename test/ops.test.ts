@@ -1,52 +1,15 @@
 // Operations endpoints: liveness, readiness (and its recovery after a database outage),
 // Prometheus metrics, the interactive reference and the OpenAPI document.
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { describe, test } from 'node:test';
 import { APP_ROLE, createPostgresDatabase } from '../src/db/postgres.js';
 import { runMaintenance } from '../src/ops/maintenance.js';
 import { Client, loginAdmin } from './helpers/client.js';
+import { TcpProxy } from './helpers/tcp-proxy.js';
 import { useTestServer } from './helpers/harness.js';
 import { createTestDatabase, needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
 
 const h = useTestServer();
-
-/** A TCP relay to PostgreSQL that a test can cut and restore, to simulate an outage. */
-class TcpProxy {
-  private listener: net.Server | undefined;
-  private readonly sockets = new Set<net.Socket>();
-  constructor(private readonly target: { host: string; port: number }) {}
-
-  /** Listens on 127.0.0.1 (port 0: any free port) and returns the port. */
-  async start(port = 0): Promise<number> {
-    const listener = net.createServer((client) => {
-      const upstream = net.connect(this.target.port, this.target.host);
-      for (const s of [client, upstream]) {
-        this.sockets.add(s);
-        s.on('close', () => this.sockets.delete(s));
-        s.on('error', () => {
-          client.destroy();
-          upstream.destroy();
-        });
-      }
-      client.pipe(upstream).pipe(client);
-    });
-    this.listener = listener;
-    await new Promise<void>((resolve, reject) => {
-      listener.once('error', reject);
-      listener.listen(port, '127.0.0.1', () => resolve());
-    });
-    return (listener.address() as net.AddressInfo).port;
-  }
-
-  /** Refuses new connections and cuts every open one. */
-  async stop(): Promise<void> {
-    const listener = this.listener;
-    this.listener = undefined;
-    for (const s of this.sockets) s.destroy();
-    if (listener) await new Promise<void>((resolve) => listener.close(() => resolve()));
-  }
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -13,6 +13,7 @@ import { useTestServer } from './helpers/harness.js';
 import { spawnServer, type ServerProcess } from './helpers/process.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, TEST_REDIS_URL, needsRedis, startTestServer, type TestServer } from './helpers/server.js';
 import { connectRecording, disconnection, sleep, type ClientSocket, type Recorder } from './helpers/sockets.js';
+import { TcpProxy } from './helpers/tcp-proxy.js';
 
 const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
 const skip = needsRedis;
@@ -171,5 +172,32 @@ describe('an instance stopping', () => {
     await sleep(300);
     assert.ok(onOther.socket.connected, 'a client of another instance is untouched');
     closeAll();
+  });
+
+  test('a graceful stop on a slow Redis sends its last presence notices and rejects no command', { skip, timeout: 20_000 }, async () => {
+    const redisAt = new URL(TEST_REDIS_URL);
+    const relay = new TcpProxy({ host: redisAt.hostname, port: Number(redisAt.port || 6379) });
+    const port = await relay.start();
+    const unhandled: unknown[] = [];
+    const record = (reason: unknown) => void unhandled.push(reason);
+    process.on('unhandledRejection', record);
+    try {
+      const slow = await startTestServer({ database: h.server.database, env: { RATE_LIMIT_PER_MINUTE: '0', REDIS_URL: `redis://127.0.0.1:${port}` } });
+      const [watcher, leaver] = await Promise.all([h.newUser(), h.newUser()]);
+      const w = await on(h.server, watcher);
+      await on(slow, leaver);
+      await w.rec.waitFor((e) => e.name === 'user-online' && e.payload.user_id === leaver.id);
+      // Every Redis answer now takes 300 ms: the stop's presence change, and the PUBLISH of its
+      // user-offline notice, are still unanswered when the stop lets Redis go.
+      relay.replyDelayMs = 300;
+      await slow.close();
+      await w.rec.waitFor((e) => e.name === 'user-offline' && e.payload.user_id === leaver.id, 3000, 'user-offline of the stopped instance\'s user');
+      await sleep(500);
+      assert.deepEqual(unhandled.map(String), []);
+    } finally {
+      process.off('unhandledRejection', record);
+      await relay.stop();
+      closeAll();
+    }
   });
 });

@@ -44,6 +44,9 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
   // and what they queued meanwhile (presence notices, room changes) goes out when it is back.
   const pub = redis?.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null });
   const sub = redis?.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null });
+  // One way remains for a command to fail: the connection is let go while a PUBLISH waits for
+  // its reply (a graceful stop during an outage, another instance's request answered late).
+  if (pub) publishWithoutRejecting(pub, log);
   const io: RealtimeServer = new Server(app.server, {
     path: '/socket.io',
     maxHttpBufferSize: MAX_HTTP_BUFFER_SIZE,
@@ -58,6 +61,9 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
   const sequencer = createSequencer(db, log, (events) => dispatcher.offer(events));
   const presence = createPresence({ redis, keyPrefix: config.redisKeyPrefix, instanceId, onError: (err) => log.warn({ err }, 'presence: Redis failed; retrying') });
   const trusted = trustedNetworks(config.trustProxy);
+  // Disconnects whose presence change is still on its way: a graceful stop waits for them, so
+  // that their user-offline notices reach the other instances before Redis is let go.
+  const leaving = new Set<Promise<void>>();
 
   /** The caller's address as for HTTP: a forwarded one only from a trusted proxy. */
   function addressOf(socket: RealtimeSocket): string | null {
@@ -170,9 +176,12 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
     );
     socket.on('disconnect', () => {
       clearTimeout(socket.data.expiry);
-      void joined
+      const recorded = joined
         .then(() => presence.disconnected(userId))
-        .then((last) => last && announcePresence([userId], false), (err: unknown) => log.warn({ err }, 'presence: disconnect not recorded'));
+        .then((last) => void (last && announcePresence([userId], false)))
+        .catch((err: unknown) => log.warn({ err }, 'presence: disconnect not recorded'));
+      leaving.add(recorded);
+      void recorded.finally(() => leaving.delete(recorded));
     });
     void joined.then(() => welcome(socket, namespaces.main, lastEventId, true));
   });
@@ -198,11 +207,48 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
     unsubscribe();
     for (const ns of [namespaces.main, namespaces.admin]) ns.local.disconnectSockets(true);
     io.engine.close();
-    await Promise.all([sequencer.stop(), dispatcher.stop()]);
-    await presence.stop().catch((err: unknown) => log.warn({ err }, 'presence: stop failed'));
-    // Not quit(): it would wait in the offline queue for a Redis that may never come back.
-    for (const c of [pub, sub]) c?.disconnect();
+    await Promise.all([sequencer.stop(), dispatcher.stop(), within(REDIS_GOODBYE_MS, Promise.all(leaving))]);
+    // A Redis that hangs (no answer, no error) delays the stop by REDIS_GOODBYE_MS; what this
+    // instance could not remove then expires, and a live instance sweeps its users offline.
+    await within(REDIS_GOODBYE_MS, presence.stop().catch((err: unknown) => log.warn({ err }, 'presence: stop failed')));
+    await Promise.all([pub, sub].map((c) => c && letGo(c)));
   });
 
   return { io, dispatcher, sequencer };
+}
+
+/** How long a graceful stop waits for Redis to answer what was sent (QUIT comes after it). */
+const REDIS_GOODBYE_MS = 1000;
+
+/**
+ * QUIT answers after every command sent before it, so the last notices go out; but QUIT
+ * itself would wait in the offline queue for a Redis that may never come back: past
+ * REDIS_GOODBYE_MS the connection is dropped.
+ */
+async function letGo(client: Redis): Promise<void> {
+  await within(REDIS_GOODBYE_MS, client.quit());
+  client.disconnect();
+}
+
+/** Waits for `work` (never for its failure) at most `ms`: a graceful stop must end even on a Redis that hangs. */
+async function within(ms: number, work: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  await Promise.race([work.then(() => {}, () => {}), deadline]);
+  clearTimeout(timer);
+}
+
+/**
+ * The Redis adapter publishes and drops the promise: a rejected PUBLISH would be an unhandled
+ * rejection, which ends the process. Its client's publish() resolves instead (to 0 receivers,
+ * what Redis itself answers when nobody listens) and the loss is logged.
+ */
+function publishWithoutRejecting(client: Redis, log: Deps['log']): void {
+  const publish = client.publish.bind(client) as (channel: string | Buffer, message: string | Buffer) => Promise<number>;
+  const safe = (channel: string | Buffer, message: string | Buffer) =>
+    publish(channel, message).catch((err: unknown) => {
+      log.warn({ err: { message: err instanceof Error ? err.message : String(err) } }, 'realtime: a message to the other instances was lost');
+      return 0;
+    });
+  client.publish = safe as Redis['publish'];
 }
