@@ -155,6 +155,16 @@ export async function auditEvidenceBench(h) {
   const runs = { verify_api: [], verify_cli: [], verify_file: [], export_ndjson: [], export_csv: [], export_cli: [] };
   const cliEnv = { ...h.serverEnv, DATABASE_URL: h.url, DATA_DIR: h.dataDir };
 
+  // CPU per record of a measure over HTTP: the server, its PostgreSQL backends and this reader.
+  // The VM's speed drifts (records/s by a third between runs of the same code); the CPU a
+  // record takes moves much less, so it tells a slower machine from slower code.
+  const cpuReading = () => ({ server: h.cpuMicros(server.child.pid), db: h.postgresCpu(), reader: process.cpuUsage() });
+  const cpuPerRecord = (before, records) => {
+    const per = (micros) => Number((micros / Math.max(1, records)).toFixed(1));
+    const reader = process.cpuUsage(before.reader);
+    return { server: per(h.cpuMicros(server.child.pid) - before.server), db: per(h.postgresCpuSince(before.db)), reader: per(reader.user + reader.system) };
+  };
+
   // The route's own speed: read as it streams, uncompressed (fetch would ask for gzip, and
   // compressing 1.5 GB is a figure of its own, below) and counted, not written to disk.
   // node:http rather than fetch: a web stream per chunk cost the client a core's worth of
@@ -162,6 +172,7 @@ export async function auditEvidenceBench(h) {
   const countExport = (format, encoding) =>
     new Promise((resolve, reject) => {
       const sampler = h.rssSampler(server.child.pid);
+      const cpu = cpuReading();
       const started = Date.now();
       const req = http.get(`${base}/api/v1/audit-logs/export?format=${format}`, { headers: { ...auth, 'accept-encoding': encoding } }, (res) => {
         if (res.statusCode !== 200) {
@@ -183,7 +194,7 @@ export async function auditEvidenceBench(h) {
           const seconds = (Date.now() - started) / 1000;
           // NDJSON: every line but the checkpoint's is a record; CSV: every line but the header (CRLF ends each).
           const records = newlines - 1;
-          resolve({ records, seconds, per_second: Math.round(records / seconds), mb: Math.round(bytes / 1048576), wire_mb: Math.round(wire / 1048576), server_peak_rss_mb: Math.round(sampler.stop() / 1048576), encoding });
+          resolve({ records, seconds, per_second: Math.round(records / seconds), cpu_us_per_record: cpuPerRecord(cpu, records), mb: Math.round(bytes / 1048576), wire_mb: Math.round(wire / 1048576), server_peak_rss_mb: Math.round(sampler.stop() / 1048576), encoding });
         });
       });
       req.on('error', reject);
@@ -197,11 +208,12 @@ export async function auditEvidenceBench(h) {
     for (let round = 1; round <= h.evidenceRuns; round++) {
       const { n: records } = await one(h.url, 'SELECT count(*)::int AS n FROM audit_seal');
       h.log(`audit evidence, run ${round} of ${h.evidenceRuns}: verifying ${records.toLocaleString('en')} records through the API…`);
+      const cpu = cpuReading();
       const t = Date.now();
       const verified = await (await fetch(`${base}/api/v1/audit-logs/verify`, { headers: auth })).json();
       const apiSeconds = (Date.now() - t) / 1000;
       if (!verified.ok) throw new Error(`verification failed: ${JSON.stringify(verified)}`);
-      runs.verify_api.push({ records: verified.records_checked, seconds: apiSeconds, per_second: Math.round(verified.records_checked / apiSeconds) });
+      runs.verify_api.push({ records: verified.records_checked, seconds: apiSeconds, per_second: Math.round(verified.records_checked / apiSeconds), cpu_us_per_record: cpuPerRecord(cpu, verified.records_checked) });
 
       h.log('audit evidence: teamlog audit verify (database)…');
       const cli = await runCli(h.root, ['audit', 'verify'], cliEnv);
@@ -248,7 +260,8 @@ function medianRun(list) {
 
 export function auditEvidenceMarkdown(r, sealingAtStart) {
   const f = (n) => (typeof n === 'number' ? n.toLocaleString('en') : '—');
-  const row = (name, m, rss) => `| ${name} | ${f(m.records)} | ${m.seconds.toFixed(1)} | **${f(m.per_second)}** | ${m.runs_per_second.map(f).join(', ')} | ${rss} |`;
+  const cpu = (m) => (m.cpu_us_per_record ? `${m.cpu_us_per_record.server} + ${m.cpu_us_per_record.db} + ${m.cpu_us_per_record.reader}` : '—');
+  const row = (name, m, rss) => `| ${name} | ${f(m.records)} | ${m.seconds.toFixed(1)} | **${f(m.per_second)}** | ${m.runs_per_second.map(f).join(', ')} | ${cpu(m)} | ${rss} |`;
   const s = r.sealing;
   return [
     '## Audit evidence (server mode)',
@@ -263,17 +276,17 @@ export function auditEvidenceMarkdown(r, sealingAtStart) {
       ? `Each measure below ran ${r.verify_api.runs_per_second.length} times, interleaved (verification through the API and the CLI, the two exports over HTTP, the CLI's export to a file and its offline verification, then again), on a database vacuumed first; the row is the median run, with every run's rate in run order and the highest peak RSS of the runs.`
       : 'Each measure below ran once (--quick), on a database vacuumed first.',
     '',
-    '| measure | records | seconds | records/s (median) | each run, records/s | peak RSS MB |',
-    '| --- | ---: | ---: | ---: | --- | ---: |',
+    '| measure | records | seconds | records/s (median) | each run, records/s | CPU µs a record: server + PostgreSQL + reader | peak RSS MB |',
+    '| --- | ---: | ---: | ---: | --- | ---: | ---: |',
     row('GET /audit-logs/verify', r.verify_api, '—'),
     row('teamlog audit verify (database)', r.verify_cli, `${r.verify_cli.peak_rss_mb} (CLI)`),
     row('teamlog audit verify --file (export, no database)', r.verify_file, `${r.verify_file.peak_rss_mb} (CLI)`),
     row(`GET /audit-logs/export?format=ndjson (with proofs, ${r.export_ndjson.mb} MB)`, r.export_ndjson, `${r.export_ndjson.server_peak_rss_mb} (server)`),
     row(`GET /audit-logs/export?format=csv (${r.export_csv.mb} MB)`, r.export_csv, `${r.export_csv.server_peak_rss_mb} (server)`),
     row(`teamlog audit export --output (NDJSON to a file, ${r.export_cli.mb} MB)`, r.export_cli, `${r.export_cli.peak_rss_mb} (CLI)`),
-    `| GET /audit-logs/export?format=ndjson, Accept-Encoding: gzip (${r.export_ndjson_gzip.wire_mb} MB sent, ${r.export_ndjson_gzip.mb} MB unpacked; once) | ${f(r.export_ndjson_gzip.records)} | ${r.export_ndjson_gzip.seconds.toFixed(1)} | ${f(r.export_ndjson_gzip.per_second)} | — | ${r.export_ndjson_gzip.server_peak_rss_mb} (server) |`,
+    `| GET /audit-logs/export?format=ndjson, Accept-Encoding: gzip (${r.export_ndjson_gzip.wire_mb} MB sent, ${r.export_ndjson_gzip.mb} MB unpacked; once) | ${f(r.export_ndjson_gzip.records)} | ${r.export_ndjson_gzip.seconds.toFixed(1)} | ${f(r.export_ndjson_gzip.per_second)} | — | ${cpu(r.export_ndjson_gzip)} | ${r.export_ndjson_gzip.server_peak_rss_mb} (server) |`,
     '',
-    'The exports over HTTP are read by the benchmark (node:http) as they stream and counted, uncompressed unless the row says gzip; the CLI\'s is written to disk (and then verified offline). Figures include each command\'s start.',
+    'The exports over HTTP are read by the benchmark (node:http) as they stream and counted, uncompressed unless the row says gzip; the CLI\'s is written to disk (and then verified offline). Figures include each command\'s start. CPU a record (the median run\'s, over HTTP only: a CLI\'s PostgreSQL backend ends with it) drifts with the VM far less than records/s: it tells a slower machine from slower code.',
     '',
     'Targets: verification ≥ 100,000 records/s each way; export ≥ 100,000 records/s with the server under 200 MB RSS.',
     '',

@@ -485,7 +485,7 @@ async function main() {
       await stop(baseline.child);
       const startTeamlog = async (env, port) => ({ port, child: await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATABASE_URL: dbUrl(DB_NAME), DATA_DIR: dataDir, ...env }, port) });
       evidence = await auditEvidenceBench({
-        root: ROOT, url: dbUrl(DB_NAME), dataDir, serverEnv, startTeamlog, stop, measure, settle: settler(dbUrl(DB_NAME)), rssSampler, log,
+        root: ROOT, url: dbUrl(DB_NAME), dataDir, serverEnv, startTeamlog, stop, measure, settle: settler(dbUrl(DB_NAME)), rssSampler, cpuMicros, postgresCpu, postgresCpuSince, log,
         token: ctx.token, adminToken: ctx.adminToken, projectId: ctx.projectId, rounds: SEALING_PAIRS, evidenceRuns: EVIDENCE_RUNS, duration: DURATION, warmup: WARMUP, tmp: dataDir,
       });
     }
