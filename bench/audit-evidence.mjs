@@ -158,11 +158,12 @@ export async function auditEvidenceBench(h) {
   // CPU per record of a measure over HTTP: the server, its PostgreSQL backends and this reader.
   // The VM's speed drifts (records/s by a third between runs of the same code); the CPU a
   // record takes moves much less, so it tells a slower machine from slower code.
-  const cpuReading = () => ({ server: h.cpuMicros(server.child.pid), db: h.postgresCpu(), reader: process.cpuUsage() });
+  const cpuReading = () => ({ meter: h.cpuMeter(server.child.pid), reader: process.cpuUsage() });
   const cpuPerRecord = (before, records) => {
     const per = (micros) => Number((micros / Math.max(1, records)).toFixed(1));
+    const { server: used, db } = before.meter.since();
     const reader = process.cpuUsage(before.reader);
-    return { server: per(h.cpuMicros(server.child.pid) - before.server), db: per(h.postgresCpuSince(before.db)), reader: per(reader.user + reader.system) };
+    return { server: per(used), db: per(db), reader: per(reader.user + reader.system) };
   };
 
   // The route's own speed: read as it streams, uncompressed (fetch would ask for gzip, and

@@ -273,6 +273,12 @@ function postgresCpuSince(before) {
   return sum;
 }
 
+/** CPU time used from now on by a server process and by PostgreSQL: `since()` answers both, in µs. */
+function cpuMeter(pid) {
+  const before = { server: cpuMicros(pid), db: postgresCpu() };
+  return { since: () => ({ server: cpuMicros(pid) - before.server, db: postgresCpuSince(before.db) }) };
+}
+
 /**
  * One autocannon run against a server, with the CPU time per request that the server process
  * and PostgreSQL spent meanwhile: this VM's requests per second drift from minute to minute,
@@ -282,8 +288,9 @@ async function measure(server, spec, duration, connections = CONNECTIONS) {
   const request = { method: spec.method, path: spec.path ?? '/', headers: spec.headers, body: spec.body };
   if (spec.setup) request.setupRequest = spec.setup;
   const opts = { url: `http://127.0.0.1:${server.port}`, connections, duration, requests: [request] };
-  const before = { server: cpuMicros(server.child.pid), db: postgresCpu() };
+  const cpu = cpuMeter(server.child.pid);
   const result = await autocannon(opts);
+  const used = cpu.since();
   const total = result.requests.total;
   const perRequest = (micros) => (total > 0 ? Math.round(micros / total) : null);
   return {
@@ -293,7 +300,7 @@ async function measure(server, spec, duration, connections = CONNECTIONS) {
     non2xx: result.non2xx,
     errors: result.errors + result.timeouts,
     total,
-    cpu_us_per_request: { server: perRequest(cpuMicros(server.child.pid) - before.server), db: perRequest(postgresCpuSince(before.db)) },
+    cpu_us_per_request: { server: perRequest(used.server), db: perRequest(used.db) },
   };
 }
 
@@ -485,7 +492,7 @@ async function main() {
       await stop(baseline.child);
       const startTeamlog = async (env, port) => ({ port, child: await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATABASE_URL: dbUrl(DB_NAME), DATA_DIR: dataDir, ...env }, port) });
       evidence = await auditEvidenceBench({
-        root: ROOT, url: dbUrl(DB_NAME), dataDir, serverEnv, startTeamlog, stop, measure, settle: settler(dbUrl(DB_NAME)), rssSampler, cpuMicros, postgresCpu, postgresCpuSince, log,
+        root: ROOT, url: dbUrl(DB_NAME), dataDir, serverEnv, startTeamlog, stop, measure, settle: settler(dbUrl(DB_NAME)), rssSampler, cpuMeter, log,
         token: ctx.token, adminToken: ctx.adminToken, projectId: ctx.projectId, rounds: SEALING_PAIRS, evidenceRuns: EVIDENCE_RUNS, duration: DURATION, warmup: WARMUP, tmp: dataDir,
       });
     }

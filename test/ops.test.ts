@@ -5,9 +5,9 @@ import { describe, test } from 'node:test';
 import { APP_ROLE, createPostgresDatabase } from '../src/db/postgres.js';
 import { runMaintenance } from '../src/ops/maintenance.js';
 import { Client, loginAdmin } from './helpers/client.js';
-import { TcpProxy } from './helpers/tcp-proxy.js';
 import { useTestServer } from './helpers/harness.js';
 import { createTestDatabase, needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
+import { TcpProxy } from './helpers/tcp-proxy.js';
 
 const h = useTestServer();
 

@@ -192,4 +192,3 @@ describe("the workers' idle polls on big tables", { skip: needsPostgres }, () =>
     assert.deepEqual(await genericPlanScans(statement('outbox.waiting'), []), []);
   });
 });
-
