@@ -28,7 +28,7 @@ import { registerMetrics } from './ops/metrics.js';
 import { registerVersion, versionInfo } from './ops/version.js';
 import { registerRealtimeDemo } from './realtime/demo-page.js';
 import { attachRealtime } from './realtime/realtime.js';
-import { createRedis } from './redis.js';
+import { createRedis, letGo } from './redis.js';
 import type { Services } from './services.js';
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -82,7 +82,7 @@ export async function buildApp(deps: Deps, services: Services) {
   registerIdempotency(app, db);
 
   const redis = config.redisUrl ? createRedis(config.redisUrl, deps.log) : undefined;
-  if (redis) app.addHook('onClose', async () => void (await redis.quit().catch(() => redis.disconnect())));
+  if (redis) app.addHook('onClose', () => letGo(redis));
 
   await app.register(
     async (api) => {

@@ -28,3 +28,24 @@ export function createRedis(url: string, log: FastifyBaseLogger): Redis {
   });
   return redis;
 }
+
+/** How long a graceful stop waits for Redis to answer what was sent (QUIT comes after it). */
+export const REDIS_GOODBYE_MS = 1000;
+
+/**
+ * QUIT answers after every command sent before it, so the last ones go out; but a Redis that
+ * accepts the connection and never answers (a blackholed host) would hold QUIT, and the stop,
+ * forever: past REDIS_GOODBYE_MS the connection is dropped.
+ */
+export async function letGo(client: Redis): Promise<void> {
+  await within(REDIS_GOODBYE_MS, client.quit());
+  client.disconnect();
+}
+
+/** Waits for `work` (never for its failure) at most `ms`: a graceful stop must end even on a Redis that hangs. */
+export async function within(ms: number, work: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  await Promise.race([work.then(() => {}, () => {}), deadline]);
+  clearTimeout(timer);
+}

@@ -181,8 +181,9 @@ describe('an instance stopping', () => {
     const unhandled: unknown[] = [];
     const record = (reason: unknown) => void unhandled.push(reason);
     process.on('unhandledRejection', record);
+    let slow: TestServer | undefined;
     try {
-      const slow = await startTestServer({ database: h.server.database, env: { RATE_LIMIT_PER_MINUTE: '0', REDIS_URL: `redis://127.0.0.1:${port}` } });
+      slow = await startTestServer({ database: h.server.database, env: { RATE_LIMIT_PER_MINUTE: '0', REDIS_URL: `redis://127.0.0.1:${port}` } });
       const [watcher, leaver] = await Promise.all([h.newUser(), h.newUser()]);
       const w = await on(h.server, watcher);
       await on(slow, leaver);
@@ -196,7 +197,35 @@ describe('an instance stopping', () => {
       assert.deepEqual(unhandled.map(String), []);
     } finally {
       process.off('unhandledRejection', record);
+      await slow?.close();
       await relay.stop();
+      closeAll();
+    }
+  });
+
+  test('a graceful stop ends when Redis goes silent (connections open, nothing answered)', { skip, timeout: 30_000 }, async () => {
+    const redisAt = new URL(TEST_REDIS_URL);
+    const relay = new TcpProxy({ host: redisAt.hostname, port: Number(redisAt.port || 6379) });
+    const port = await relay.start();
+    let mute: TestServer | undefined;
+    try {
+      mute = await startTestServer({ database: h.server.database, env: { RATE_LIMIT_PER_MINUTE: '0', REDIS_URL: `redis://127.0.0.1:${port}` } });
+      const [watcher, leaver] = await Promise.all([h.newUser(), h.newUser()]);
+      const w = await on(h.server, watcher);
+      await on(mute, leaver);
+      await w.rec.waitFor((e) => e.name === 'user-online' && e.payload.user_id === leaver.id);
+      // Every client of this instance (rate limits, the adapter, presence) now waits for
+      // answers that never come, QUIT's included: each goodbye gives up after a bounded wait.
+      relay.silent = true;
+      let timer: NodeJS.Timeout | undefined;
+      const hung = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still stopping after 20 s'), 20_000)));
+      const outcome = await Promise.race([mute.close().then(() => 'stopped'), hung]);
+      clearTimeout(timer);
+      assert.equal(outcome, 'stopped');
+    } finally {
+      relay.silent = false;
+      await relay.stop();
+      await mute?.close();
       closeAll();
     }
   });

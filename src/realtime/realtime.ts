@@ -13,7 +13,7 @@ import type { ActorContext } from '../context.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../domain/errors.js';
 import { projectsOf } from '../modules/projects/projects.repository.js';
-import type { Redis } from '../redis.js';
+import { letGo, REDIS_GOODBYE_MS, within, type Redis } from '../redis.js';
 import type { Services } from '../services.js';
 import { handleClientMessages } from './client-messages.js';
 import { CatchingUp, createDelivery, type Namespaces } from './delivery.js';
@@ -215,27 +215,6 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
   });
 
   return { io, dispatcher, sequencer };
-}
-
-/** How long a graceful stop waits for Redis to answer what was sent (QUIT comes after it). */
-const REDIS_GOODBYE_MS = 1000;
-
-/**
- * QUIT answers after every command sent before it, so the last notices go out; but QUIT
- * itself would wait in the offline queue for a Redis that may never come back: past
- * REDIS_GOODBYE_MS the connection is dropped.
- */
-async function letGo(client: Redis): Promise<void> {
-  await within(REDIS_GOODBYE_MS, client.quit());
-  client.disconnect();
-}
-
-/** Waits for `work` (never for its failure) at most `ms`: a graceful stop must end even on a Redis that hangs. */
-async function within(ms: number, work: Promise<unknown>): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
-  await Promise.race([work.then(() => {}, () => {}), deadline]);
-  clearTimeout(timer);
 }
 
 /**

@@ -1,5 +1,5 @@
 // A TCP relay to a service (PostgreSQL, Redis) that a test can cut and restore, or slow down:
-// an outage or a slow network as one process sees it, while the others use the service directly.
+// an outage, a slow network or a host that stops answering, as one process sees it, while the others use the service directly.
 import net from 'node:net';
 
 export class TcpProxy {
@@ -7,6 +7,11 @@ export class TcpProxy {
   private readonly sockets = new Set<net.Socket>();
   /** Every answer of the service reaches the client this much later, in order (0: at once). */
   replyDelayMs = 0;
+  /**
+   * Bytes either way are dropped and neither side's close is passed on: a host that has gone
+   * silent (a blackhole) while the TCP connections stay open.
+   */
+  silent = false;
   constructor(private readonly target: { host: string; port: number }) {}
 
   /** Listens on 127.0.0.1 (port 0: any free port) and returns the port. */
@@ -21,13 +26,17 @@ export class TcpProxy {
           upstream.destroy();
         });
       }
-      client.pipe(upstream);
+      client.on('data', (chunk: Buffer) => {
+        if (!this.silent) upstream.write(chunk);
+      });
+      client.on('end', () => this.silent || upstream.end());
       upstream.on('data', (chunk: Buffer) => {
+        if (this.silent) return;
         // Timers of equal delay fire in the order they were set: the bytes stay in order.
         if (this.replyDelayMs === 0) client.write(chunk);
         else setTimeout(() => client.writable && client.write(chunk), this.replyDelayMs);
       });
-      upstream.on('end', () => setTimeout(() => client.end(), this.replyDelayMs));
+      upstream.on('end', () => this.silent || setTimeout(() => client.end(), this.replyDelayMs));
     });
     this.listener = listener;
     await new Promise<void>((resolve, reject) => {
