@@ -24,6 +24,7 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { io as connectSocket } from 'socket.io-client';
 import WebSocket from 'ws';
+import { CLOCK_TICKS, cpuMeter, cpuMicros, postgresCpu as pgCpu, postgresCpuSince as pgCpuSince } from './cpu.mjs';
 
 const args = process.argv.slice(2);
 const QUICK = args.includes('--quick');
@@ -55,7 +56,6 @@ const PORTS = { teamlog: 3411, bare: 3412, teamlogInspector: 9341, bareInspector
 /** The whole run, including its build and logins, ends by this or is torn down. */
 const WATCHDOG_MS = (QUICK ? 8 : 25) * 60_000;
 
-const CLOCK_TICKS = Number(execSync('getconf CLK_TCK').toString().trim()) || 100;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const dbUrl = (name) => Object.assign(new URL(PG_BASE), { pathname: `/${name}` }).toString();
 const log = (msg) => process.stderr.write(`${msg}\n`);
@@ -120,42 +120,8 @@ function rssSampler(pids) {
   return { peak: () => (read(), { ...peak }), stop: () => clearInterval(timer) };
 }
 
-/** CPU time (user + system) a process has used so far, in µs; 0 once it has gone. */
-function cpuMicros(pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
-  } catch {
-    return 0;
-  }
-}
-
-/**
- * CPU used so far by each PostgreSQL process of this benchmark, by pid: the backends of its
- * database and the server's own processes (WAL writer, checkpointer, …), not the backends of
- * other databases (tests may be running on the same server).
- */
-function postgresCpu() {
-  const byPid = new Map();
-  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
-    try {
-      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== 'postgres') continue;
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      const backend = /\(\d+\)|\[local\]/.test(cmd);
-      if (!backend || cmd.includes(` ${DB_NAME} `)) byPid.set(pid, cpuMicros(pid));
-    } catch {
-      /* gone */
-    }
-  }
-  return byPid;
-}
-
-function postgresCpuSince(before) {
-  let sum = 0;
-  for (const [pid, micros] of postgresCpu()) sum += Math.max(0, micros - (before.get(pid) ?? 0));
-  return sum;
-}
+const postgresCpu = () => pgCpu(DB_NAME);
+const postgresCpuSince = (before) => pgCpuSince(before, DB_NAME);
 
 const selfCpu = () => {
   const u = process.cpuUsage();
@@ -671,7 +637,7 @@ async function produceMissedEvents(n, authorId) {
 
 /** One reconnect with last_event_id: the time until the n-th replayed event, and whether they came in order, once each. */
 async function replayOnce(url, token, lastEventId, n, pid) {
-  const before = { server: cpuMicros(pid), db: postgresCpu() };
+  const meter = cpuMeter(pid, DB_NAME);
   const t0 = performance.now();
   const socket = openSocket(url, { token, last_event_id: lastEventId });
   let connected = null;
@@ -701,7 +667,7 @@ async function replayOnce(url, token, lastEventId, n, pid) {
       });
     });
     const t = performance.now();
-    const cpu = { server: cpuMicros(pid) - before.server, db: postgresCpuSince(before.db) };
+    const cpu = meter.since();
     return {
       complete: done,
       received: got,

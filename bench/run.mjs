@@ -7,12 +7,13 @@
 // Writes bench/results/latest.md and one JSON line per scenario to bench/results/latest.jsonl.
 // Timings are reported, never asserted.
 import { spawn, execSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { auditEvidenceBench, auditEvidenceMarkdown, waitSealed, waitSealedHttp } from './audit-evidence.mjs';
+import { cpuMeter as meterCpu } from './cpu.mjs';
 
 const args = process.argv.slice(2);
 const QUICK = args.includes('--quick');
@@ -45,7 +46,6 @@ const ADMIN = { email: 'bench-admin@bench.local', password: 'bench-admin-passwor
 const JWT_SECRET = 'bench-secret-'.padEnd(48, 'x');
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 
-const CLOCK_TICKS = Number(execSync('getconf CLK_TCK').toString().trim()) || 100;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const dbUrl = (name) => Object.assign(new URL(PG_BASE), { pathname: `/${name}` }).toString();
 
@@ -242,42 +242,8 @@ function scenarios(ctx) {
   ];
 }
 
-/** CPU time (user + system) a process has used so far, in µs; 0 once it has gone. */
-function cpuMicros(pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
-  } catch {
-    return 0;
-  }
-}
-
-/** CPU used so far by each PostgreSQL process (backends, WAL writer, checkpointer, autovacuum), by pid. */
-function postgresCpu() {
-  const byPid = new Map();
-  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
-    try {
-      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') byPid.set(pid, cpuMicros(pid));
-    } catch {
-      /* gone */
-    }
-  }
-  return byPid;
-}
-
-/** CPU the PostgreSQL processes alive at the end used since `before` (a process that ended meanwhile is not counted). */
-function postgresCpuSince(before) {
-  let sum = 0;
-  for (const [pid, micros] of postgresCpu()) sum += Math.max(0, micros - (before.get(pid) ?? 0));
-  return sum;
-}
-
-/** CPU time used from now on by a server process and by PostgreSQL: `since()` answers both, in µs. */
-function cpuMeter(pid) {
-  const before = { server: cpuMicros(pid), db: postgresCpu() };
-  return { since: () => ({ server: cpuMicros(pid) - before.server, db: postgresCpuSince(before.db) }) };
-}
+/** CPU time from now on of a server process and of the benchmark database's PostgreSQL processes. */
+const cpuMeter = (pid) => meterCpu(pid, DB_NAME);
 
 /**
  * One autocannon run against a server, with the CPU time per request that the server process

@@ -1,0 +1,52 @@
+// CPU readings from /proc for the benchmarks (bench/run.mjs, bench/realtime.mjs): what a server
+// process and PostgreSQL spent on a measure. This VM's throughput drifts from minute to minute,
+// the CPU a request or a record takes far less, so these tell a slower machine from slower code.
+import { execSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+
+export const CLOCK_TICKS = Number(execSync('getconf CLK_TCK').toString().trim()) || 100;
+
+/** CPU time (user + system) a process has used so far, in µs; 0 once it has gone. */
+export function cpuMicros(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * CPU used so far by each PostgreSQL process of a benchmark, by pid: the backends of its
+ * database and the server's own processes (WAL writer, checkpointer, autovacuum, …), not the
+ * backends of other databases (tests may be running on the same server).
+ */
+export function postgresCpu(database) {
+  const byPid = new Map();
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== 'postgres') continue;
+      // A backend's title is "postgres: <user> <database> <client address>(<port>) <state>".
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      const backend = /\(\d+\)|\[local\]/.test(cmd);
+      if (!backend || cmd.includes(` ${database} `)) byPid.set(pid, cpuMicros(pid));
+    } catch {
+      /* gone */
+    }
+  }
+  return byPid;
+}
+
+/** CPU the PostgreSQL processes alive at the end used since `before` (a process that ended meanwhile is not counted). */
+export function postgresCpuSince(before, database) {
+  let sum = 0;
+  for (const [pid, micros] of postgresCpu(database)) sum += Math.max(0, micros - (before.get(pid) ?? 0));
+  return sum;
+}
+
+/** CPU time used from now on by a server process and by its database's PostgreSQL processes: `since()` answers both, in µs. */
+export function cpuMeter(pid, database) {
+  const before = { server: cpuMicros(pid), db: postgresCpu(database) };
+  return { since: () => ({ server: cpuMicros(pid) - before.server, db: postgresCpuSince(before.db, database) }) };
+}
