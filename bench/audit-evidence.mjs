@@ -156,8 +156,8 @@ export async function auditEvidenceBench(h) {
   const cliEnv = { ...h.serverEnv, DATABASE_URL: h.url, DATA_DIR: h.dataDir };
 
   // CPU per record of a measure over HTTP: the server, its PostgreSQL backends and this reader.
-  // The VM's speed drifts (records/s by a third between runs of the same code); the CPU a
-  // record takes moves much less, so it tells a slower machine from slower code.
+  // It says which of the three a change moved; it drifts with the VM less than records/s within
+  // a run, but between days as much (bench/cpu.mjs).
   const cpuReading = () => ({ meter: h.cpuMeter(server.child.pid), reader: process.cpuUsage() });
   const cpuPerRecord = (before, records) => {
     const per = (micros) => Number((micros / Math.max(1, records)).toFixed(1));
@@ -287,7 +287,7 @@ export function auditEvidenceMarkdown(r, sealingAtStart) {
     row(`teamlog audit export --output (NDJSON to a file, ${r.export_cli.mb} MB)`, r.export_cli, `${r.export_cli.peak_rss_mb} (CLI)`),
     `| GET /audit-logs/export?format=ndjson, Accept-Encoding: gzip (${r.export_ndjson_gzip.wire_mb} MB sent, ${r.export_ndjson_gzip.mb} MB unpacked; once) | ${f(r.export_ndjson_gzip.records)} | ${r.export_ndjson_gzip.seconds.toFixed(1)} | ${f(r.export_ndjson_gzip.per_second)} | — | ${cpu(r.export_ndjson_gzip)} | ${r.export_ndjson_gzip.server_peak_rss_mb} (server) |`,
     '',
-    'The exports over HTTP are read by the benchmark (node:http) as they stream and counted, uncompressed unless the row says gzip; the CLI\'s is written to disk (and then verified offline). Figures include each command\'s start. CPU a record (the median run\'s, over HTTP only: a CLI\'s PostgreSQL backend ends with it) drifts with the VM far less than records/s: it tells a slower machine from slower code.',
+    'The exports over HTTP are read by the benchmark (node:http) as they stream and counted, uncompressed unless the row says gzip; the CLI\'s is written to disk (and then verified offline). Figures include each command\'s start. CPU a record (the median run\'s, over HTTP only: a CLI\'s PostgreSQL backend ends with it) says where the time goes (the server, PostgreSQL or the reader). It moves with the VM too, less than records/s within a run but as much between days (the same code\'s NDJSON export took 14.5 µs a record on 2026-11-26 before dawn and 8.1 µs hours later): compare runs of different code by the login\'s CPU (one scrypt hash, the same every time) beside them, or by alternated runs.',
     '',
     'Targets: verification ≥ 100,000 records/s each way; export ≥ 100,000 records/s with the server under 200 MB RSS.',
     '',

@@ -1,6 +1,7 @@
 // CPU readings from /proc for the benchmarks (bench/run.mjs, bench/realtime.mjs): what a server
-// process and PostgreSQL spent on a measure. This VM's throughput drifts from minute to minute,
-// the CPU a request or a record takes far less, so these tell a slower machine from slower code.
+// process and PostgreSQL spent on a measure: where the time goes. This VM's throughput drifts
+// from minute to minute and the CPU a request takes less so within a run, but both move between
+// days (twice as fast, same code): runs of different code compare only when alternated.
 import { execSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
