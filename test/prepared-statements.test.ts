@@ -4,7 +4,8 @@
 // every call instead of being prepared. PGlite ignores prepared statement names.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { Queryable } from '../src/db/database.js';
+import type { Database, Queryable } from '../src/db/database.js';
+import { createPostgresDatabase, LOOKUP_LANES } from '../src/db/postgres.js';
 import { declaredStatements } from '../src/db/statements.js';
 import { queryAuditLog } from '../src/modules/audit/audit.repository.js';
 import '../src/modules/audit/integrity/evidence.repository.js';
@@ -14,6 +15,7 @@ import '../src/modules/outbox/outbox.js';
 import { listTasks } from '../src/modules/tasks/tasks.repository.js';
 import { useTestDatabase } from './helpers/harness.js';
 import { createTestDatabase, needsPostgres, type TestDatabase } from './helpers/server.js';
+import { sleep } from './helpers/sockets.js';
 
 const h = useTestDatabase();
 
@@ -119,6 +121,93 @@ describe("the sealer's reads, on a database analyzed while empty that then grows
       await database.owner.query('DEALLOCATE now_planned');
     }
     assert.deepEqual(scanning, []);
+  });
+});
+
+// Every prepared statement is at risk of the same: a key lookup first run while its table was
+// empty keeps a sequential scan. So every connection, the pool's and the lookup lanes', is
+// replaced after a lifetime (CONNECTION_LIFETIME_MS, ten minutes; five seconds here), and the
+// new one plans at the table's size. Which scan ran is read from PostgreSQL's counters.
+describe('a connection replaced after its lifetime, and with it the plans it kept', { skip: needsPostgres }, () => {
+  const LIFETIME_MS = 5000;
+  const BY_ID = 'SELECT pad FROM lifetime_probe WHERE id = $1';
+  let database: TestDatabase;
+  let db: Database;
+  let setup = { seq: 0, idx: 0 };
+
+  before(async () => {
+    if (needsPostgres) return;
+    database = await createTestDatabase();
+    // Made on a connection of its own, whose counts (the primary key's build reads the table)
+    // are reported before the test starts: pg_stat_force_next_flush makes it report when it
+    // goes idle, which it has by the time it answers the next statement.
+    await database.owner.transaction(async (tx) => {
+      await tx.query('CREATE TABLE lifetime_probe (id bigint PRIMARY KEY, pad text NOT NULL)');
+      await tx.query('ANALYZE lifetime_probe');
+    });
+    await database.owner.transaction(async (tx) => void (await tx.query('SELECT pg_stat_force_next_flush()')));
+    await database.owner.transaction(async (tx) => void (await tx.query('SELECT 1')));
+    setup = await counts();
+    db = createPostgresDatabase({ url: database.databaseUrl!, poolSize: 2, onError: () => {}, connectionLifetimeMs: LIFETIME_MS });
+  });
+  after(async () => {
+    await db?.close();
+    await database?.drop();
+  });
+
+  /** On a lookup lane (two, taken in turn) and on the pool. */
+  const onLane = (id: number) => db.query(BY_ID, [id], { prepareAs: 'probe.byIdOnLane', lookup: true });
+  const onPool = (id: number) => db.query(BY_ID, [id], { prepareAs: 'probe.byIdOnPool' });
+
+  /**
+   * The table's scans since it was made, once `n` are counted. A backend reports its counts as
+   * it goes idle, at most once a second (else ten seconds later) or when told to: each lane
+   * and the pool's connection are told to, and the test waits for the counts to arrive.
+   */
+  async function scans(n: number) {
+    const flush = 'SELECT pg_stat_force_next_flush()';
+    for (let lane = 0; lane < LOOKUP_LANES; lane++) await db.query(flush, [], { prepareAs: 'probe.reportOnLane', lookup: true });
+    await db.query(flush, [], { prepareAs: 'probe.reportOnPool' });
+    for (let waited = 0; ; waited += 100) {
+      const now = await counts();
+      const since = { seq: now.seq - setup.seq, idx: now.idx - setup.idx };
+      if (since.seq + since.idx >= n || waited >= 20_000) return since;
+      await sleep(100);
+    }
+  }
+  async function counts() {
+    const [row] = await database.owner.query<{ seq: number; idx: number }>(
+      `SELECT seq_scan::int AS seq, COALESCE(idx_scan, 0)::int AS idx FROM pg_stat_user_tables WHERE relname = 'lifetime_probe'`,
+    );
+    return row!;
+  }
+
+  test('a lookup prepared on an empty table scans it for as long as its connection lives, and looks its key up on the next', async () => {
+    const opened = Date.now();
+    // Each connection (the two lanes, the pool's) prepares the lookup while the table is empty.
+    await onLane(1);
+    await onLane(1);
+    await onPool(1);
+    await database.owner.query(`INSERT INTO lifetime_probe SELECT g, repeat('x', 200) FROM generate_series(1, 100000) g`);
+
+    // The control: on those connections the lookups scan the table of 100,000 rows.
+    await Promise.all([onLane(5), onLane(6), onPool(7)]);
+    assert.ok(Date.now() - opened < LIFETIME_MS, 'the control ran within the lifetime');
+    assert.deepEqual(await scans(6), { seq: 6, idx: 0 });
+
+    // Past the lifetime, new connections plan it at the table's size: by its key.
+    await sleep(Math.max(0, opened + LIFETIME_MS + 200 - Date.now()));
+    const rows = await Promise.all([onLane(8), onLane(9), onPool(10)]);
+    assert.deepEqual(rows.map((r) => r.length), [1, 1, 1]);
+    assert.deepEqual(await scans(9), { seq: 6, idx: 3 });
+  });
+
+  test('lookups sent on a lane as it is replaced are all answered', async () => {
+    await sleep(LIFETIME_MS + 100);
+    const ids = Array.from({ length: 200 }, (_, i) => i + 1);
+    // The first call finds its lane past its lifetime and replaces it while the others are in flight.
+    const answers = await Promise.all(ids.map((id) => onLane(id)));
+    assert.deepEqual(answers.map((r) => r.length), ids.map(() => 1));
   });
 });
 

@@ -21,7 +21,21 @@ export interface PostgresOptions {
    */
   role?: string;
   onError: (err: unknown) => void;
+  /** How long a connection serves before it is replaced (CONNECTION_LIFETIME_MS; shorter in tests). */
+  connectionLifetimeMs?: number;
 }
+
+/**
+ * Every connection, the pool's and the lookup lanes', is replaced after this long (once its
+ * statements in flight are answered). A prepared statement keeps the generic plan its
+ * connection made at its first call (PLAN_SETTINGS), and that plan is only made again when
+ * the table's statistics change. A key lookup first run on a table that was then empty, or
+ * analyzed while empty, is a sequential scan; with autovacuum off (as on these machines) nothing
+ * analyzes the table again, and the scan would stay for the connection's life as the table
+ * grows. A new connection plans at the table's size as it is (PostgreSQL reads the table's
+ * length, not only its statistics), so such a plan lasts ten minutes at most.
+ */
+export const CONNECTION_LIFETIME_MS = 10 * 60_000;
 
 /**
  * Pipelined statements issued in one turn of the event loop (BEGIN and the first statement;
@@ -120,12 +134,13 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
     ...connection,
     max: opts.poolSize,
     idleTimeoutMillis: 30_000,
+    maxLifetimeSeconds: (opts.connectionLifetimeMs ?? CONNECTION_LIFETIME_MS) / 1000,
     // Statements are written without waiting for the answers before them (see runTransaction).
     pipeline: true,
   } as pg.PoolConfig);
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', opts.onError);
-  const lookups = new LookupLanes(connection, LOOKUP_LANES, opts.onError);
+  const lookups = new LookupLanes(connection, LOOKUP_LANES, opts.onError, opts.connectionLifetimeMs ?? CONNECTION_LIFETIME_MS);
 
   return {
     kind: 'postgres',
