@@ -202,12 +202,22 @@ describe('a connection replaced after its lifetime, and with it the plans it kep
     assert.deepEqual(await scans(9), { seq: 6, idx: 3 });
   });
 
-  test('lookups sent on a lane as it is replaced are all answered', async () => {
-    await sleep(LIFETIME_MS + 100);
-    const ids = Array.from({ length: 200 }, (_, i) => i + 1);
-    // The first call finds its lane past its lifetime and replaces it while the others are in flight.
-    const answers = await Promise.all(ids.map((id) => onLane(id)));
-    assert.deepEqual(answers.map((r) => r.length), ids.map(() => 1));
+  test('lookups in flight on a lane as it is replaced are all answered, and both lanes are replaced', async () => {
+    const lanePids = async () => new Set((await Promise.all([0, 1].map(() => db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid', [], { prepareAs: 'probe.pid', lookup: true })))).map((r) => r[0]!.pid));
+    const before = await lanePids();
+    // Lookups sent without pause for longer than a lifetime: some are in flight on each lane
+    // whenever it is replaced.
+    const echo = (n: number) => db.query<{ n: number }>('SELECT $1::int AS n', [n], { prepareAs: 'probe.echo', lookup: true });
+    const answers: Array<Promise<Array<{ n: number }>>> = [];
+    for (let n = 0, until = Date.now() + LIFETIME_MS + 500; Date.now() < until; n++) {
+      answers.push(echo(n));
+      if (n % 20 === 19) await sleep(10);
+    }
+    const rows = await Promise.all(answers);
+    assert.deepEqual(rows.flatMap((r, n) => (r.length === 1 && r[0]!.n === n ? [] : [n])), [], `every one of ${rows.length} lookups answered, each with its own answer`);
+    const after = await lanePids();
+    assert.equal(after.size, LOOKUP_LANES);
+    assert.deepEqual([...after].filter((pid) => before.has(pid)), [], 'no lane kept its connection');
   });
 });
 
