@@ -4,6 +4,7 @@
 // every call instead of being prepared. PGlite ignores prepared statement names.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
 import type { Database, Queryable } from '../src/db/database.js';
 import { createPostgresDatabase, LOOKUP_LANES } from '../src/db/postgres.js';
 import { declaredStatements } from '../src/db/statements.js';
@@ -138,15 +139,20 @@ describe('a connection replaced after its lifetime, and with it the plans it kep
   before(async () => {
     if (needsPostgres) return;
     database = await createTestDatabase();
-    // Made on a connection of its own, whose counts (the primary key's build reads the table)
+    // Made on one connection of its own, whose counts (the primary key's build reads the table)
     // are reported before the test starts: pg_stat_force_next_flush makes it report when it
-    // goes idle, which it has by the time it answers the next statement.
-    await database.owner.transaction(async (tx) => {
-      await tx.query('CREATE TABLE lifetime_probe (id bigint PRIMARY KEY, pad text NOT NULL)');
-      await tx.query('ANALYZE lifetime_probe');
-    });
-    await database.owner.transaction(async (tx) => void (await tx.query('SELECT pg_stat_force_next_flush()')));
-    await database.owner.transaction(async (tx) => void (await tx.query('SELECT 1')));
+    // goes idle, which it has by the time it answers the next statement. (The owner's pool
+    // could run each statement on a different connection.)
+    const maker = new pg.Client({ connectionString: database.databaseUrl });
+    await maker.connect();
+    try {
+      await maker.query('CREATE TABLE lifetime_probe (id bigint PRIMARY KEY, pad text NOT NULL)');
+      await maker.query('ANALYZE lifetime_probe');
+      await maker.query('SELECT pg_stat_force_next_flush()');
+      await maker.query('SELECT 1');
+    } finally {
+      await maker.end();
+    }
     setup = await counts();
     db = createPostgresDatabase({ url: database.databaseUrl!, poolSize: 2, onError: () => {}, connectionLifetimeMs: LIFETIME_MS });
   });

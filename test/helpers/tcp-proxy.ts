@@ -1,5 +1,6 @@
-// A TCP relay to a service (PostgreSQL, Redis) that a test can cut and restore, or slow down:
-// an outage, a slow network or a host that stops answering, as one process sees it, while the others use the service directly.
+// A TCP relay to a service (PostgreSQL, Redis) that a test can cut and restore, slow down or
+// silence: an outage, a slow network or a host that stops answering, as one process sees it,
+// while the others use the service directly.
 import net from 'node:net';
 
 export class TcpProxy {
