@@ -174,59 +174,59 @@ describe('an instance stopping', () => {
     closeAll();
   });
 
-  test('a graceful stop on a slow Redis sends its last presence notices and rejects no command', { skip, timeout: 20_000 }, async () => {
+  /**
+   * An instance that reaches Redis through a relay the test controls, with a user online on it
+   * whom a client of the first instance watches: `run` gets them; all is closed after it.
+   */
+  async function withRelayedInstance(run: (s: { relay: TcpProxy; instance: TestServer; watcher: Recorder; leaver: Session }) => Promise<void>) {
     const redisAt = new URL(TEST_REDIS_URL);
     const relay = new TcpProxy({ host: redisAt.hostname, port: Number(redisAt.port || 6379) });
     const port = await relay.start();
+    let instance: TestServer | undefined;
+    try {
+      instance = await startTestServer({ database: h.server.database, env: { RATE_LIMIT_PER_MINUTE: '0', REDIS_URL: `redis://127.0.0.1:${port}` } });
+      const [watching, leaver] = await Promise.all([h.newUser(), h.newUser()]);
+      const watcher = (await on(h.server, watching)).rec;
+      await on(instance, leaver);
+      await watcher.waitFor((e) => e.name === 'user-online' && e.payload.user_id === leaver.id);
+      await run({ relay, instance, watcher, leaver });
+    } finally {
+      // The relay first: a stop still waiting on a silent Redis then ends at once.
+      await relay.stop();
+      await instance?.close();
+      closeAll();
+    }
+  }
+
+  test('a graceful stop on a slow Redis sends its last presence notices and rejects no command', { skip, timeout: 20_000 }, async () => {
     const unhandled: unknown[] = [];
     const record = (reason: unknown) => void unhandled.push(reason);
     process.on('unhandledRejection', record);
-    let slow: TestServer | undefined;
     try {
-      slow = await startTestServer({ database: h.server.database, env: { RATE_LIMIT_PER_MINUTE: '0', REDIS_URL: `redis://127.0.0.1:${port}` } });
-      const [watcher, leaver] = await Promise.all([h.newUser(), h.newUser()]);
-      const w = await on(h.server, watcher);
-      await on(slow, leaver);
-      await w.rec.waitFor((e) => e.name === 'user-online' && e.payload.user_id === leaver.id);
-      // Every Redis answer now takes 300 ms: the stop's presence change, and the PUBLISH of its
-      // user-offline notice, are still unanswered when the stop lets Redis go.
-      relay.replyDelayMs = 300;
-      await slow.close();
-      await w.rec.waitFor((e) => e.name === 'user-offline' && e.payload.user_id === leaver.id, 3000, 'user-offline of the stopped instance\'s user');
-      await sleep(500);
-      assert.deepEqual(unhandled.map(String), []);
+      await withRelayedInstance(async ({ relay, instance, watcher, leaver }) => {
+        // Every Redis answer now takes 300 ms: the stop's presence change, and the PUBLISH of its
+        // user-offline notice, are still unanswered when the stop lets Redis go.
+        relay.replyDelayMs = 300;
+        await instance.close();
+        await watcher.waitFor((e) => e.name === 'user-offline' && e.payload.user_id === leaver.id, 3000, 'user-offline of the stopped instance\'s user');
+        await sleep(500);
+        assert.deepEqual(unhandled.map(String), []);
+      });
     } finally {
       process.off('unhandledRejection', record);
-      await slow?.close();
-      await relay.stop();
-      closeAll();
     }
   });
 
   test('a graceful stop ends when Redis goes silent (connections open, nothing answered)', { skip, timeout: 30_000 }, async () => {
-    const redisAt = new URL(TEST_REDIS_URL);
-    const relay = new TcpProxy({ host: redisAt.hostname, port: Number(redisAt.port || 6379) });
-    const port = await relay.start();
-    let mute: TestServer | undefined;
-    try {
-      mute = await startTestServer({ database: h.server.database, env: { RATE_LIMIT_PER_MINUTE: '0', REDIS_URL: `redis://127.0.0.1:${port}` } });
-      const [watcher, leaver] = await Promise.all([h.newUser(), h.newUser()]);
-      const w = await on(h.server, watcher);
-      await on(mute, leaver);
-      await w.rec.waitFor((e) => e.name === 'user-online' && e.payload.user_id === leaver.id);
+    await withRelayedInstance(async ({ relay, instance }) => {
       // Every client of this instance (rate limits, the adapter, presence) now waits for
       // answers that never come, QUIT's included: each goodbye gives up after a bounded wait.
       relay.silent = true;
       let timer: NodeJS.Timeout | undefined;
       const hung = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still stopping after 20 s'), 20_000)));
-      const outcome = await Promise.race([mute.close().then(() => 'stopped'), hung]);
+      const outcome = await Promise.race([instance.close().then(() => 'stopped'), hung]);
       clearTimeout(timer);
       assert.equal(outcome, 'stopped');
-    } finally {
-      relay.silent = false;
-      await relay.stop();
-      await mute?.close();
-      closeAll();
-    }
+    });
   });
 });
