@@ -3,13 +3,10 @@
 -- audit-writer.insert (prepared)
 WITH record AS (
     INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
-  ), outbox AS (
-    INSERT INTO events (name, room, payload)
-     SELECT * FROM unnest($10::text[], $11::text[], $12::jsonb[])
-    UNION ALL SELECT 'audit-record', 'admin', jsonb_build_object('id', id) FROM record
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, "timestamp"
   )
-  SELECT 1;
+  INSERT INTO outbox (items) SELECT $10::jsonb || jsonb_build_array(jsonb_build_object('name', 'audit-record', 'room', 'admin',
+    'payload', $11::jsonb || jsonb_build_object('id', record.id, 'timestamp', record."timestamp"::text))) FROM record;
 
 -- audit-writer.insertPersonalData (planned per call)
 INSERT INTO audit_personal_data (ref, subject_user_id, value, salt)

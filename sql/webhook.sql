@@ -19,10 +19,10 @@ INSERT INTO audit_webhook_cursor (receiver) VALUES ($1) ON CONFLICT (receiver) D
 
 -- webhook.lag (planned per call)
 SELECT GREATEST(s.size - c.next_seq, 0) AS records,
-     GREATEST(COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - o.sealed_at), 0), 0)::float8 AS seconds
+     CASE WHEN c.next_seq < s.size THEN GREATEST(COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - (
+       SELECT o.sealed_at FROM audit_seal_batches o WHERE o.first_seq <= c.next_seq ORDER BY o.first_seq DESC LIMIT 1)), 0), 0) ELSE 0 END::float8 AS seconds
    FROM audit_webhook_cursor c
-   CROSS JOIN (SELECT COALESCE(max(seq) + 1, 0) AS size FROM audit_seal) s
-   LEFT JOIN audit_seal o ON o.seq = c.next_seq
+   CROSS JOIN (SELECT COALESCE(max(next_seq), 0) AS size FROM audit_seal_batches) s
    WHERE c.receiver = $1;
 
 -- webhook.nextCheckpoint (planned per call)
@@ -37,7 +37,7 @@ UPDATE audit_webhook_cursor SET lease_until = clock_timestamp() + $2::float8 * i
 -- webhook.state (planned per call)
 SELECT c.next_seq, c.last_checkpoint_id,
      (c.holder IS NOT NULL AND c.holder <> $1 AND c.lease_until > clock_timestamp()) AS leased_elsewhere,
-     (c.next_seq <= COALESCE((SELECT max(s.seq) FROM audit_seal s), -1)
+     (c.next_seq < COALESCE((SELECT max(s.next_seq) FROM audit_seal_batches s), 0)
        OR c.last_checkpoint_id < COALESCE((SELECT max(k.id) FROM audit_checkpoints k), 0)) AS pending
    FROM audit_webhook_cursor c WHERE c.receiver = $2;
 

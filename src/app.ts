@@ -69,7 +69,7 @@ export async function buildApp(deps: Deps, services: Services) {
   await app.register(swagger, swaggerOptions);
 
   registerMetrics(app, db);
-  registerHealth(app, db);
+  registerHealth(app, db, config.auditSealStallMs);
 
   // Authentication: every /api route needs a valid, unrevoked session unless it says it is public.
   app.decorateRequest('actor', undefined);

@@ -34,6 +34,8 @@ export interface Config {
   auditPreviousVerifierKeys: string[];
   /** Whether this instance seals and signs (one instance at a time does, under an advisory lock). */
   auditSealing: boolean;
+  /** Committed records waiting this long for their seal, with none made meanwhile, mean sealing has stopped (/health/ready, verification). */
+  auditSealStallMs: number;
   auditWebhookUrl: string | undefined;
   auditWebhookSecret: string | undefined;
   /** What keys the refs that audit records hold for personal values; undefined: the JWT secret (secrets.ts). */
@@ -216,6 +218,7 @@ export function loadConfig(env: Env = process.env): Config {
       if (v !== 'on' && v !== 'off') throw new ConfigError(`AUDIT_SEALING must be "on" or "off", got "${v}"`);
       return v === 'on';
     },
+    auditSealStallMs: () => int(env, 'AUDIT_SEAL_STALL_MS', 60_000, 1000, 86_400_000),
     auditWebhookUrl: () => url(env, 'AUDIT_WEBHOOK_URL', ['http:', 'https:']),
     auditWebhookSecret: () => str(env, 'AUDIT_WEBHOOK_SECRET'),
     auditPersonalDataSecret: () => {

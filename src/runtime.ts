@@ -7,16 +7,16 @@ import type { Database } from './db/database.js';
 import type { Deps } from './deps.js';
 import { createAuditWriter } from './modules/audit/audit.writer.js';
 import { loadSigningKey } from './modules/audit/integrity/signing-key.js';
-import { OutboxSignal } from './modules/outbox/outbox-signal.js';
 import { loadSecrets } from './secrets.js';
 import { createServices } from './services.js';
+import { CommitSignal } from './use-cases/commit-signal.js';
 import { createRunner } from './use-cases/runner.js';
 
 export function createDeps(config: Config, db: Database, log: FastifyBaseLogger): Deps {
   const secrets = loadSecrets(config, (msg) => log.warn(msg));
   const signingKey = loadSigningKey(config, (msg) => log.warn(msg));
-  const outbox = new OutboxSignal();
-  return { config, db, secrets, signingKey, run: createRunner(db, createAuditWriter(secrets.personalDataKey), outbox), outbox, log };
+  const commits = new CommitSignal();
+  return { config, db, secrets, signingKey, run: createRunner(db, createAuditWriter(secrets.personalDataKey), commits), commits, log };
 }
 
 export async function createApp(deps: Deps) {

@@ -10,7 +10,7 @@ import { DatabaseUnavailableError, waitForPostgres } from './db/wait.js';
 import { ensureFirstAdmin } from './first-admin.js';
 import { createLogger } from './logger.js';
 import { lockDataDir } from './ops/data-dir-lock.js';
-import { scheduleMaintenance } from './ops/maintenance.js';
+import { maintenanceLoop } from './ops/maintenance.js';
 import { createApp, createDeps } from './runtime.js';
 
 const SHUTDOWN_DEADLINE_MS = 10_000;
@@ -69,7 +69,7 @@ async function main(): Promise<void> {
   const deps = createDeps(config, db, log);
   const admin = await ensureFirstAdmin(deps);
   const { app } = await createApp(deps);
-  const stopMaintenance = scheduleMaintenance(db, config.eventRetentionHours, log);
+  const maintenance = maintenanceLoop(db, config.eventRetentionHours, log);
 
   // Responses in progress: at shutdown their clients are told to close the connection, or a
   // keep-alive connection would hold the server open long after its last response.
@@ -80,6 +80,7 @@ async function main(): Promise<void> {
   });
 
   const address = await app.listen({ port: config.port, host: config.host });
+  maintenance.start();
   const base = address.replace('0.0.0.0', '127.0.0.1');
   log.info(`Teamlog is serving ${base}/api/v1 on ${db.kind === 'pglite' ? `embedded PostgreSQL (PGlite) in ${config.dataDir}` : 'PostgreSQL'}`);
   log.info(`API reference: ${base}/docs`);
@@ -111,7 +112,7 @@ async function main(): Promise<void> {
     const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
     sweep.unref();
     try {
-      stopMaintenance();
+      await maintenance.stop();
       await app.close();
       await db.close();
       process.exit(0);

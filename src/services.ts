@@ -26,7 +26,10 @@ export function createServices(deps: Deps) {
     notifications: createNotificationsService(deps),
     audit: createAuditService(deps),
     evidence: createEvidenceService(deps.db, deps.signingKey, {
-      origin: deps.config.auditLogOrigin, previousVerifierKeys: deps.config.auditPreviousVerifierKeys, personalDataKeys: deps.secrets.personalDataKeys,
+      origin: deps.config.auditLogOrigin,
+      previousVerifierKeys: deps.config.auditPreviousVerifierKeys,
+      personalDataKeys: deps.secrets.personalDataKeys,
+      sealStallMs: deps.config.auditSealStallMs,
     }),
     redaction: createRedactionService(deps),
   };

@@ -227,9 +227,9 @@ describe('verification', () => {
     assert.equal(res.body.records_checked, cp.tree_size);
   });
 
-  test('a record whose transaction commits late is sealed after it commits, never skipped', { skip: !onPostgres && 'needs a second connection (PostgreSQL pass)' }, async () => {
+  test('a record whose transaction commits late is sealed after it commits, never skipped, and holds back nothing committed around it', { skip: !onPostgres && 'needs a second connection (PostgreSQL pass)' }, async () => {
     await settled();
-    // A transaction holds its record open while later records commit.
+    // A transaction holds its record (with the lower id) open while later records commit.
     let laterIds: number[] = [];
     const late = await h.server.owner.transaction(async (tx) => {
       const [row] = await tx.query<{ id: number }>(
@@ -238,16 +238,21 @@ describe('verification', () => {
       );
       const projects = await audit(3);
       laterIds = (await h.server.owner.query<{ id: number }>("SELECT id FROM audit_log WHERE action = 'CREATE_PROJECT' AND resource_id = ANY ($1)", [projects])).map((r) => r.id);
-      await new Promise((r) => setTimeout(r, 300));
-      // Committed, but behind a running transaction: a reader by id would take them and then
-      // skip the late record for good. The sealer waits.
-      const sealedMeanwhile = await h.server.owner.query('SELECT 1 FROM audit_seal WHERE record_id = ANY ($1)', [laterIds]);
-      assert.equal(sealedMeanwhile.length, 0, 'nothing is sealed past a transaction still running');
+      // Committed while an older transaction still runs: sealed all the same (commit order
+      // waits for nothing but their own commit), and the running one is not skipped for it.
+      for (let i = 0; ; i++) {
+        const sealedMeanwhile = await h.server.owner.query('SELECT 1 FROM audit_seal WHERE record_id = ANY ($1)', [laterIds]);
+        if (sealedMeanwhile.length === laterIds.length) break;
+        assert.ok(i < 200, 'the records committed around a running transaction are sealed while it runs');
+        await new Promise((r) => setTimeout(r, 25));
+      }
       return row!.id;
     });
     await settled();
     const seals = await h.server.owner.query<{ record_id: number; seq: number }>('SELECT record_id, seq FROM audit_seal WHERE record_id = ANY ($1)', [[late, ...laterIds]]);
     assert.equal(seals.length, 4, 'the late record and the three after it are all sealed');
+    const lateSeq = seals.find((s) => s.record_id === late)!.seq;
+    assert.ok(seals.every((s) => s.record_id === late || s.seq < lateSeq), 'the late record after the ones that committed before it');
     assert.equal((await h.admin.client.get('/api/v1/audit-logs/verify', { token: h.admin.token })).body.ok, true);
   });
 });

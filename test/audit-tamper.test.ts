@@ -21,19 +21,20 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import type { Database, Queryable, QueryOptions } from '../src/db/database.js';
+import type { Queryable, QueryOptions } from '../src/db/database.js';
 import type { AuditRow } from '../src/modules/audit/audit.repository.js';
 import { latestCheckpoint } from '../src/modules/audit/integrity/evidence.repository.js';
 import type { LogIdentity } from '../src/modules/audit/integrity/log-identity.js';
-import { TreeBuilder, type Hash } from '../src/modules/audit/integrity/merkle.js';
+import type { Hash } from '../src/modules/audit/integrity/merkle.js';
 import { recordLeaf, sealedForm } from '../src/modules/audit/integrity/sealed-form.js';
 import { makeCheckpoint } from '../src/modules/audit/integrity/sealer.js';
 import {
   formatVerifierKey, loadEd25519PrivateKey, noteSigner, parseVerifierKey, publicKeyPem, type NoteVerifier,
 } from '../src/modules/audit/integrity/signed-note.js';
+import { RightEdge } from '../src/modules/audit/integrity/tiles.js';
 import { verifyDatabase } from '../src/modules/audit/integrity/verifier.js';
 import {
-  assertBad, assertOk, auditedActions, buildLog, rolledBack, settled, sharedDatabase, verifyRoute, type CheckpointJson,
+  assertBad, assertOk, auditedActions, behindTheBack, buildLog, committed, rolledBack, settled, sharedDatabase, verifyRoute, type CheckpointJson,
 } from './helpers/audit-log.js';
 import { runTeamlog, type CliResult } from './helpers/cli.js';
 import { loginAdmin } from './helpers/client.js';
@@ -63,25 +64,6 @@ async function layout(q: Queryable): Promise<Layout> {
 // ---------------------------------------------------------------------------------------
 // Tampering as a superuser
 
-/**
- * Runs fn with every trigger on the audit tables disabled (the append-only guards, the seal's
- * checks, audit_log_stamp), then enables each again exactly as it was (ALWAYS, or ordinary).
- */
-async function behindTheBack(q: Queryable, fn: () => Promise<unknown>): Promise<void> {
-  const triggers = await q.query<{ table: string; name: string; enabled: string }>(
-    `SELECT c.relname AS table, t.tgname AS name, t.tgenabled::text AS enabled FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-     WHERE NOT t.tgisinternal AND c.relname IN ('audit_log', 'audit_seal', 'audit_tree_nodes', 'audit_checkpoints') AND t.tgenabled <> 'D'`,
-  );
-  assert.ok(triggers.some((t) => t.name === 'audit_log_no_update' && t.enabled === 'A'), 'the append-only guard is ENABLE ALWAYS');
-  for (const t of triggers) await q.query(`ALTER TABLE ${t.table} DISABLE TRIGGER ${t.name}`);
-  await fn();
-  const modes: Record<string, string> = { O: '', A: 'ALWAYS', R: 'REPLICA' };
-  for (const t of triggers) await q.query(`ALTER TABLE ${t.table} ENABLE ${modes[t.enabled]} TRIGGER ${t.name}`);
-}
-
-/** A tamper committed in one owner transaction (the service never sees the guards down). */
-const committed = (db: Database, fn: (q: Queryable) => Promise<unknown>) => db.transaction((tx) => behindTheBack(tx, () => fn(tx)));
-
 const changeAction = (q: Queryable, id: number, action = 'DELETE_PROJECT') => q.query('UPDATE audit_log SET action = $2 WHERE id = $1', [id, action]);
 const deleteRecord = (q: Queryable, id: number) => q.query('DELETE FROM audit_log WHERE id = $1', [id]);
 
@@ -105,29 +87,38 @@ const insertRecord = (q: Queryable, id: number) =>
   );
 
 /**
- * Recomputes the seal from the records as they now are: every leaf, and every stored tree node,
- * as the sealer would have written them. Answers the root at every size and how many rows changed.
+ * Recomputes the seal from the records as they now are: every batch's leaves, and every stored
+ * tile (full and partial), as the sealer would have written them. Answers the root at every size
+ * and how many stored values changed.
  */
 async function resealEverything(q: Queryable): Promise<{ roots: Map<number, Hash>; changed: number }> {
-  const rows = await q.query<AuditRow & { seq: number; leaf_hash: Uint8Array }>(
-    `SELECT s.seq, s.leaf_hash, ${RECORD_COLUMNS} FROM audit_seal s JOIN audit_log a ON a.id = s.record_id ORDER BY s.seq`,
-  );
-  const builder = new TreeBuilder();
+  const batches = await q.query<{ first_seq: number; record_ids: number[]; leaves: Uint8Array[] }>('SELECT first_seq, record_ids, leaves FROM audit_seal_batches ORDER BY first_seq');
+  const edge = new RightEdge();
   const roots = new Map<number, Hash>();
+  /** Every tile the records make, by level/index: the full ones, then the edge's partial ones. */
+  const made = new Map<string, Buffer>();
   let changed = 0;
-  for (const row of rows) {
-    const leaf = recordLeaf(sealedForm(row));
-    if (!leaf.equals(row.leaf_hash)) {
-      await q.query("UPDATE audit_seal SET leaf_hash = decode($2, 'hex') WHERE seq = $1", [row.seq, leaf.toString('hex')]);
+  for (const b of batches) {
+    const records = await q.query<AuditRow>(`SELECT ${RECORD_COLUMNS} FROM audit_log a WHERE a.id = ANY ($1) ORDER BY array_position($1, a.id)`, [b.record_ids]);
+    const leaves = records.map((r) => recordLeaf(sealedForm(r)));
+    if (leaves.some((l, i) => !l.equals(b.leaves[i]!))) {
+      await q.query("UPDATE audit_seal_batches SET leaves = ARRAY(SELECT decode(h, 'hex') FROM unnest($2::text[]) WITH ORDINALITY AS t(h, n) ORDER BY n) WHERE first_seq = $1", [
+        b.first_seq, leaves.map((l) => l.toString('hex')),
+      ]);
       changed++;
     }
-    for (const node of builder.append(leaf)) {
-      const updated = await q.query("UPDATE audit_tree_nodes SET hash = decode($3, 'hex') WHERE level = $1 AND idx = $2 AND hash <> decode($3, 'hex') RETURNING 1", [
-        node.key.level, node.key.index, node.hash.toString('hex'),
-      ]);
-      changed += updated.length;
+    for (const leaf of leaves) {
+      for (const full of edge.append(leaf).full) made.set(`${full.level}/${full.index}`, full.hashes);
+      roots.set(edge.size, edge.root());
     }
-    roots.set(builder.size, builder.root());
+  }
+  for (let level = 1; level < edge.levels(); level++) made.set(`${level}/${Math.floor(edge.size / 256 ** (level + 1))}`, edge.partial(level));
+  for (const t of await q.query<{ level: number; idx: number; width: number; hashes: Uint8Array }>('SELECT level, idx, width, hashes FROM audit_tiles')) {
+    const tile = made.get(`${t.level}/${t.idx}`)!.subarray(0, t.width * 32);
+    if (!tile.equals(t.hashes)) {
+      await q.query("UPDATE audit_tiles SET hashes = decode($4, 'hex') WHERE level = $1 AND idx = $2 AND width = $3", [t.level, t.idx, t.width, tile.toString('hex')]);
+      changed++;
+    }
   }
   return { roots, changed };
 }
@@ -154,28 +145,37 @@ async function appendCheckpoint(q: Queryable, id: LogIdentity, size: number, roo
 }
 
 /**
- * What the service's sealer does while someone reads the log: appends n records, seals them
- * (leaves, tree nodes) and signs a checkpoint over the new head with the service's own key.
+ * What the service's sealer does while someone reads the log: appends n records, seals them (a
+ * batch of the seal, its tiles) and signs a checkpoint over the new head with the service's own key.
  */
 async function sealNewRecords(q: Queryable, service: LogIdentity, n: number): Promise<void> {
-  const leaves = await q.query<{ leaf_hash: Uint8Array }>('SELECT leaf_hash FROM audit_seal ORDER BY seq');
-  const builder = new TreeBuilder();
-  for (const l of leaves) builder.append(Buffer.from(l.leaf_hash));
+  const edge = new RightEdge();
+  for (const l of await q.query<{ leaf_hash: Uint8Array }>('SELECT leaf_hash FROM audit_seal ORDER BY seq')) edge.append(Buffer.from(l.leaf_hash));
+  const size = edge.size;
+  const ids: number[] = [];
+  const leaves: Hash[] = [];
+  const full = [];
   for (let i = 0; i < n; i++) {
-    const [row] = await q.query<AuditRow & { xact_id: string }>(
+    const [row] = await q.query<AuditRow>(
       `INSERT INTO audit_log AS a (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
-       VALUES (NULL, 'CREATE_PROJECT', 'PROJECT', NULL, 'SUCCESS', '{}', NULL, NULL, $1) RETURNING ${RECORD_COLUMNS}, a.xact_id::text AS xact_id`,
+       VALUES (NULL, 'CREATE_PROJECT', 'PROJECT', NULL, 'SUCCESS', '{}', NULL, NULL, $1) RETURNING ${RECORD_COLUMNS}`,
       [`while-verifying-${i}`],
     );
     const leaf = recordLeaf(sealedForm(row!));
-    await q.query("INSERT INTO audit_seal (seq, record_id, record_xact_id, leaf_hash) VALUES ($1, $2, $3::xid8, decode($4, 'hex'))", [
-      builder.size, row!.id, row!.xact_id, leaf.toString('hex'),
-    ]);
-    for (const node of builder.append(leaf)) {
-      await q.query("INSERT INTO audit_tree_nodes (level, idx, hash) VALUES ($1, $2, decode($3, 'hex'))", [node.key.level, node.key.index, node.hash.toString('hex')]);
-    }
+    ids.push(row!.id);
+    leaves.push(leaf);
+    full.push(...edge.append(leaf).full);
   }
-  await appendCheckpoint(q, service, builder.size, builder.root());
+  const [last] = await q.query<{ snapshot: string }>('SELECT snapshot::text FROM audit_seal_batches ORDER BY first_seq DESC LIMIT 1');
+  await q.query(
+    `INSERT INTO audit_seal_batches (first_seq, record_ids, leaves, record_span, after_snapshot, snapshot)
+     VALUES ($1, $2::bigint[], ARRAY(SELECT decode(h, 'hex') FROM unnest($3::text[]) WITH ORDINALITY AS t(h, n) ORDER BY n), int8range($4, $5, '[]'), $6::pg_snapshot, pg_current_snapshot())`,
+    [size, ids, leaves.map((l) => l.toString('hex')), Math.min(...ids), Math.max(...ids), last!.snapshot],
+  );
+  for (const t of [...full, ...edge.changedSince(size)]) {
+    await q.query("INSERT INTO audit_tiles (level, idx, width, hashes) VALUES ($1, $2, $3, decode($4, 'hex'))", [t.level, t.index, t.hashes.length / 32, t.hashes.toString('hex')]);
+  }
+  await appendCheckpoint(q, service, edge.size, edge.root());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -304,7 +304,7 @@ describe('each tamper, in a rolled-back transaction, caught by the verification 
     assertBad(await scenario((q) => swapContents(q, L.seals[a]!, L.seals[a + 1]!)), L.seals[a], /no longer matches its seal/);
   });
 
-  test('a changed record whose leaf and tree nodes were recomputed to match: first_bad_id is the first record sealed after the last checkpoint that still matches', async () => {
+  test('a changed record whose leaf and tiles were recomputed to match: first_bad_id is the first record sealed after the last checkpoint that still matches', async () => {
     // A record with at least one other record between it and the checkpoint before it, so
     // that the answer differs both from the changed record and from the start of the log.
     const target = L.checkpoints.find((c, i) => i > 0 && c.tree_size + 1 < L.seals.length && coveredBefore(c.tree_size + 1) === c.tree_size);
@@ -318,7 +318,8 @@ describe('each tamper, in a rolled-back transaction, caught by the verification 
       await changeAction(q, changedId);
       ({ changed } = await resealEverything(q));
     });
-    assert.ok(changed >= 2, 'the leaf and the nodes above it were rewritten');
+    // A log this small has no full tile yet: its stored tree is the leaves (every node above is hashed from them).
+    assert.ok(changed >= 1, 'the seal\'s leaf was rewritten');
     assertBad(report, expected, /no longer hash to the root of checkpoint/);
     // The records before that checkpoint and the ones after it up to the next one were read.
     assert.ok(report.records_checked > seq);
@@ -524,8 +525,9 @@ describe('a truncated tail (newest records, their seals, nodes and checkpoints d
 
         await committed(server.owner, async (q) => {
           await q.query('DELETE FROM audit_log WHERE id IN (SELECT record_id FROM audit_seal WHERE seq >= $1)', [kept]);
-          await q.query('DELETE FROM audit_seal WHERE seq >= $1', [kept]);
-          await q.query('DELETE FROM audit_tree_nodes WHERE (idx + 1) * (1::bigint << level) > $1', [kept]);
+          await q.query('DELETE FROM audit_seal_batches WHERE first_seq >= $1', [kept]);
+          // Every tile that reaches past the kept records: (idx·256 + width) nodes of 256^level leaves each.
+          await q.query('DELETE FROM audit_tiles WHERE (idx * 256 + width) * (256::numeric ^ level) > $1', [kept]);
           await q.query('DELETE FROM audit_checkpoints WHERE tree_size > $1', [kept]);
         });
         const after = await verifyRoute(admin);

@@ -11,6 +11,7 @@ import { createValidatorCompiler } from '../src/http/validation.js';
 import { Client, type Response, type Session } from './helpers/client.js';
 import { addMember, createProject, createTask } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
+import { pathOfRoute, servedRoutes, type Route } from './helpers/routes.js';
 import { ADMIN_PASSWORD, type TestServer } from './helpers/server.js';
 
 // The general rate limit would only get in the way of a thousand refused requests.
@@ -53,26 +54,8 @@ const BASELINE_QUERY: Record<string, string> = { '/api/v1/audit-logs/proofs/cons
 
 // ── the routes ───────────────────────────────────────────────────────────────────────────
 
-interface Route {
-  method: string;
-  url: string;
-}
-
-/** Every route of the app, from the tree app.printRoutes({ commonPrefix: false }) prints. */
-function routesOf(app: TestServer['app']): Route[] {
-  const stack: string[] = [];
-  const routes: Route[] = [];
-  for (const line of app.printRoutes({ commonPrefix: false }).split('\n')) {
-    const m = /^(.*?)[├└]── (.+?)(?: \(([A-Z, ]+)\))?$/.exec(line);
-    if (!m) continue;
-    const depth = m[1]!.length / 4;
-    const url = (depth > 0 ? stack[depth - 1]! : '') + m[2]!;
-    stack[depth] = url;
-    stack.length = depth + 1;
-    for (const method of (m[3] ?? '').split(',').map((s) => s.trim()).filter(Boolean)) routes.push({ method, url });
-  }
-  return routes;
-}
+/** Every route of the app. */
+const routesOf = (app: TestServer['app']): Route[] => servedRoutes(app);
 
 interface JsonSchema {
   type?: string | string[];
@@ -87,8 +70,7 @@ interface Operation {
 
 function operationOf(route: Route): Operation {
   const spec = h.server.app.swagger() as { paths: Record<string, Record<string, Operation>> };
-  const path = route.url.replace(/:([A-Za-z_]+)/g, '{$1}');
-  return spec.paths[path]?.[route.method.toLowerCase()] ?? {};
+  return spec.paths[pathOfRoute(route.url)]?.[route.method.toLowerCase()] ?? {};
 }
 
 const compile = createValidatorCompiler();
@@ -109,6 +91,9 @@ function validParam(route: Route, name: string): number {
     default: return 1;
   }
 }
+
+/** Tile paths tlog-tiles never writes: a bad level, index or width, padding, junk. */
+const BAD_TILE_PATHS = ['abc', '0', '0/x000', '0/x001/2', '0/0001', '0/000.p/0', '0/000.p/256', '0/000.p/05', '64/000', '-1/000', '0/000.p', 'entries/x000', 'data/000', '0/%00', `0/${'x999/'.repeat(7)}999`];
 
 /** A valid body for each route that takes one: each case breaks exactly one thing in it. */
 function validBody(route: Route): Record<string, unknown> {
@@ -166,6 +151,9 @@ function casesFor(route: Route): Case[] {
   for (const name of paramNames) {
     for (const bad of BAD_IDS) cases.push({ name: `path ${name}=${bad}`, params: { [name]: bad }, body: baseBody, status: 400, code: 'VALIDATION_FAILED' });
   }
+  if (route.url.endsWith('*')) {
+    for (const bad of BAD_TILE_PATHS) cases.push({ name: `tile path ${bad}`, params: { '*': bad }, status: 400, code: 'VALIDATION_FAILED' });
+  }
 
   cases.push({ name: 'an unknown query parameter', query: 'unknown_param=1', body: baseBody, status: 400, code: 'VALIDATION_FAILED' });
   cases.push({ name: 'an unknown query parameter holding %00', query: 'unknown_param=%00', body: baseBody, status: 400, code: 'VALIDATION_FAILED' });
@@ -214,7 +202,10 @@ function casesFor(route: Route): Case[] {
 }
 
 function urlFor(route: Route, c: Case): string {
-  const path = route.url.replace(/:([A-Za-z_]+)/g, (_, name: string) => c.params?.[name] ?? String(validParam(route, name)));
+  const path = route.url
+    .replace(/:([A-Za-z_]+)/g, (_, name: string) => c.params?.[name] ?? String(validParam(route, name)))
+    // The tlog tiles' wildcard: the fixture's first record's partial tile.
+    .replace(/\*$/, () => c.params?.['*'] ?? '0/000.p/1');
   return c.query ? `${path}?${c.query}` : path;
 }
 
@@ -256,11 +247,11 @@ async function snapshot(): Promise<Record<string, string>> {
        FROM audit_log WHERE action NOT IN ('LOGIN_SUCCESS', 'LOGIN_FAILURE')`,
   );
   out.audit_log = `${audit[0]!.n} ${audit[0]!.h}`;
-  // The outbox as requests write it: not the event_id the sequencer adds after commit, and not
-  // the /admin events of login records (which the audit line above leaves out too).
+  // The outbox as requests write it, not the /admin events of login records (which the audit
+  // line above leaves out too).
   const events = await h.server.owner.query<{ n: number; h: string }>(
-    `SELECT count(*)::int AS n, md5(coalesce(string_agg(concat_ws(',', id, name, room, payload), '|' ORDER BY id), '')) AS h
-       FROM events WHERE NOT (name = 'audit-record'
+    `SELECT count(*)::int AS n, md5(coalesce(string_agg(concat_ws(',', row_id, position, name, room, payload), '|' ORDER BY row_id, position), '')) AS h
+       FROM outbox_events WHERE NOT (name = 'audit-record'
          AND (payload->>'id')::bigint IN (SELECT id FROM audit_log WHERE action IN ('LOGIN_SUCCESS', 'LOGIN_FAILURE')))`,
   );
   out.events = `${events[0]!.n} ${events[0]!.h}`;

@@ -7,6 +7,7 @@ import { runMaintenance } from '../src/ops/maintenance.js';
 import { Client, loginAdmin } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import { createTestDatabase, needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
+import { pathOfRoute, routeOfPath, servedRoutes } from './helpers/routes.js';
 import { TcpProxy } from './helpers/tcp-proxy.js';
 
 const h = useTestServer();
@@ -15,20 +16,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The /api/v1 routes the app serves, as [METHOD, path] pairs, read from Fastify's route tree. */
 function servedApiRoutes(app: TestServer['app']): Array<[string, string]> {
-  const routes: Array<[string, string]> = [];
-  const stack: string[] = [];
-  for (const line of app.printRoutes({ commonPrefix: false }).split('\n')) {
-    const m = /^((?:│ {3}| {4})*)[├└]── (.+?)(?: \(([^)]*)\))?$/.exec(line);
-    if (!m) continue;
-    const depth = m[1]!.length / 4;
-    const full = (stack[depth - 1] ?? '') + m[2]!;
-    stack[depth] = full;
-    stack.length = depth + 1;
-    for (const method of (m[3] ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
-      if (full.startsWith('/api/v1/')) routes.push([method, full]);
-    }
-  }
-  return routes;
+  return servedRoutes(app).filter((r) => r.url.startsWith('/api/v1/')).map((r) => [r.method, r.url]);
 }
 
 describe('health', () => {
@@ -146,7 +134,7 @@ describe('API reference', () => {
     const served = servedApiRoutes(h.server.app).filter(([method, path]) => method !== 'HEAD' && path !== '/api/v1/openapi.json');
     assert.ok(served.length >= 25, `only ${served.length} routes found in the route tree`);
     const undocumented = served
-      .filter(([method, path]) => !doc.paths[path.replace(/:(\w+)/g, '{$1}')]?.[method.toLowerCase()])
+      .filter(([method, path]) => !doc.paths[pathOfRoute(path)]?.[method.toLowerCase()])
       .map(([method, path]) => `${method} ${path}`);
     assert.deepEqual(undocumented, []);
 
@@ -154,7 +142,7 @@ describe('API reference', () => {
     const phantom: string[] = [];
     for (const [path, ops] of Object.entries(doc.paths)) {
       for (const method of Object.keys(ops).filter((k) => ['get', 'post', 'put', 'delete', 'patch'].includes(k))) {
-        if (!h.server.app.hasRoute({ method: method.toUpperCase() as 'GET', url: path.replace(/\{(\w+)\}/g, ':$1') })) phantom.push(`${method} ${path}`);
+        if (!h.server.app.hasRoute({ method: method.toUpperCase() as 'GET', url: routeOfPath(path) })) phantom.push(`${method} ${path}`);
       }
     }
     assert.deepEqual(phantom, []);
@@ -164,11 +152,24 @@ describe('API reference', () => {
 describe('housekeeping', () => {
   test('removes outbox events and idempotency keys older than 24 hours and spent login failures, and keeps the rest', async () => {
     const tag = `housekeeping-${Date.now()}`;
-    await h.server.owner.query(
-      `INSERT INTO events (name, room, payload, created_at) VALUES
-         ($1, 'general', '{}', now() - interval '25 hours'), ($1, 'general', '{"fresh":true}', now())`,
-      [tag],
-    );
+    // Two events through the service, each numbered in its own batch; the first batch is then aged past the retention.
+    const admin = h.admin;
+    const numbered = async (text: string) => {
+      const res = await admin.client.post('/api/v1/messages', { text }, { token: admin.token });
+      assert.equal(res.status, 201, res.text);
+      for (let i = 0; i < 200; i++) {
+        const [b] = await h.server.owner.query<{ last_event_id: number }>(
+          `SELECT b.last_event_id FROM outbox_batches b, outbox_events e WHERE e.row_id = ANY (b.row_ids) AND e.payload->>'text' = $1`,
+          [text],
+        );
+        if (b) return b.last_event_id;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      throw new Error('the event was not numbered');
+    };
+    const oldBatch = await numbered(`${tag} old`);
+    await numbered(`${tag} fresh`);
+    await h.server.owner.query(`UPDATE outbox_batches SET created_at = now() - interval '25 hours' WHERE last_event_id = $1`, [oldBatch]);
     await h.server.owner.query(
       `INSERT INTO idempotency_keys (scope, method, path, key, request_hash, created_at) VALUES
          ($1, 'POST', '/old', 'k', 'h', now() - interval '25 hours'), ($1, 'POST', '/fresh', 'k', 'h', now())`,
@@ -181,8 +182,9 @@ describe('housekeeping', () => {
 
     await runMaintenance(h.server.db, 24); // as the service's own (restricted) role
 
-    const events = await h.server.owner.query<{ payload: Record<string, unknown> }>('SELECT payload FROM events WHERE name = $1', [tag]);
-    assert.deepEqual(events.map((e) => e.payload), [{ fresh: true }]);
+    const events = await h.server.owner.query<{ text: string }>(`SELECT payload->>'text' AS text FROM outbox_events WHERE payload->>'text' LIKE $1 ORDER BY row_id`, [`${tag}%`]);
+    assert.deepEqual(events.map((e) => e.text), [`${tag} fresh`], 'the aged batch went with its rows');
+    assert.equal((await h.server.owner.query('SELECT 1 FROM outbox_batches WHERE last_event_id = $1', [oldBatch])).length, 0);
     const keys = await h.server.owner.query<{ path: string }>('SELECT path FROM idempotency_keys WHERE scope = $1', [tag]);
     assert.deepEqual(keys.map((k) => k.path), ['/fresh']);
     const failures = await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM login_failures WHERE email = $1', [`${tag}@test.local`]);

@@ -1,29 +1,40 @@
-// The events outbox: addEvents writes its rows in the caller's transaction, so they commit
-// with the change (carrying that transaction's id, which consumers order by) or vanish with it.
+// The outbox and the commit-order reader (db/commit-order.ts). addEvents writes a transaction's
+// events as one row in the caller's transaction, so that they commit with the change (carrying
+// the transaction's id) or vanish with it; the reader takes committed rows in batches between
+// snapshots, so that a row written after another transaction committed comes after it, whatever
+// the transaction ids say.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
+import { committedReader, nextPair, positionAfter, type PositionColumns } from '../src/db/commit-order.js';
+import type { Queryable } from '../src/db/database.js';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
 import { addEvents, type OutboxEvent } from '../src/modules/outbox/outbox.js';
-import type { EventRow } from './helpers/factories.js';
 import { useTestDatabase } from './helpers/harness.js';
 import { needsPostgres, type TestDatabase } from './helpers/server.js';
 
 const h = useTestDatabase();
 
-/** An outbox row with the id of the transaction that wrote it. */
-interface StoredEvent extends EventRow {
+interface StoredEvent {
+  row_id: number;
+  position: number;
+  name: string;
+  room: string;
+  payload: Record<string, unknown>;
   xact_id: string;
 }
 
 async function eventsNamed(name: string): Promise<StoredEvent[]> {
-  return h.database.owner.query<StoredEvent>('SELECT id, name, room, payload, xact_id::text AS xact_id FROM events WHERE name = $1 ORDER BY id', [name]);
+  return h.database.owner.query<StoredEvent>(
+    'SELECT row_id, position::int, name, room, payload, xact_id::text AS xact_id FROM outbox_events WHERE name = $1 ORDER BY row_id, position',
+    [name],
+  );
 }
 
 const currentXact = async (tx: { query: TestDatabase['db']['query'] }) =>
   (await tx.query<{ x: string }>('SELECT pg_current_xact_id()::text AS x'))[0]!.x;
 
-test('writes the events in the caller\'s transaction: visible after commit, in the given order, with its transaction id', async () => {
+test('writes a transaction\'s events as one row in its transaction: visible after commit, in the given order, with its transaction id', async () => {
   const name = `test-${randomUUID()}`;
   const tricky = { text: 'a, "quoted" {braces} \\ back\\slash é 😀 \n newline', nested: { list: [1, null, 'x'], empty: {} }, n: 9007199254740991, t: true };
   const events: OutboxEvent[] = [
@@ -37,10 +48,10 @@ test('writes the events in the caller\'s transaction: visible after commit, in t
   });
   const rows = await eventsNamed(name);
   assert.deepEqual(
-    rows.map((r) => ({ room: r.room, payload: r.payload, xact_id: r.xact_id })),
-    events.map((e) => ({ room: e.room, payload: e.payload, xact_id: xact })),
+    rows.map((r) => ({ room: r.room, payload: r.payload, xact_id: r.xact_id, position: r.position })),
+    events.map((e, i) => ({ room: e.room, payload: e.payload, xact_id: xact, position: i + 1 })),
   );
-  assert.ok(rows[0]!.id < rows[1]!.id && rows[1]!.id < rows[2]!.id, 'ids follow the order given');
+  assert.equal(new Set(rows.map((r) => r.row_id)).size, 1, 'one row for the transaction');
 });
 
 test('writes nothing when the caller\'s transaction rolls back', async () => {
@@ -48,7 +59,7 @@ test('writes nothing when the caller\'s transaction rolls back', async () => {
   await assert.rejects(
     h.database.db.transaction(async (tx) => {
       addEvents(tx, [{ name, room: 'general', payload: { doomed: true } }]);
-      assert.equal((await tx.query('SELECT 1 FROM events WHERE name = $1', [name])).length, 1, 'written inside the transaction');
+      assert.equal((await tx.query(`SELECT 1 FROM outbox_events WHERE name = $1`, [name])).length, 1, 'written inside the transaction');
       throw new Error('the change failed');
     }),
     /the change failed/,
@@ -68,26 +79,16 @@ test('writes nothing when a later statement of the same transaction fails in the
   assert.deepEqual(await eventsNamed(name), []);
 });
 
-test('separate transactions get separate transaction ids; an empty list writes nothing', async () => {
-  const name = `test-${randomUUID()}`;
-  const first = await h.database.db.transaction(async (tx) => {
-    addEvents(tx, [{ name, room: 'general', payload: { n: 1 } }]);
-    addEvents(tx, []);
-    addEvents(tx, [{ name, room: 'general', payload: { n: 2 } }]);
-    return currentXact(tx);
-  });
-  const second = await h.database.db.transaction(async (tx) => {
-    addEvents(tx, [{ name, room: 'general', payload: { n: 3 } }]);
-    return currentXact(tx);
-  });
-  const before = (await h.database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM events'))[0]!.n;
+test('an empty list writes no row; the service may never update an outbox row', async () => {
+  const count = async () => (await h.database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox'))[0]!.n;
+  const before = await count();
   await h.database.db.transaction(async (tx) => addEvents(tx, []));
-  assert.equal((await h.database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM events'))[0]!.n, before);
-  assert.notEqual(first, second);
-  assert.deepEqual(
-    (await eventsNamed(name)).map((r) => [r.payload.n, r.xact_id]),
-    [[1, first], [2, first], [3, second]],
-  );
+  assert.equal(await count(), before);
+  if (h.database.db.kind === 'postgres') {
+    // The service's role (R__privileges.sql): written once, only ever deleted by pruning.
+    await assert.rejects(h.database.db.query('UPDATE outbox SET items = items WHERE false'), /permission denied/);
+    await assert.rejects(h.database.db.query('UPDATE outbox_batches SET row_ids = row_ids WHERE false'), /permission denied/);
+  }
 });
 
 test('other connections do not see the events until the transaction commits', { skip: needsPostgres }, async () => {
@@ -101,54 +102,150 @@ test('other connections do not see the events until the transaction commits', { 
   assert.equal((await eventsNamed(name)).length, 1);
 });
 
-test('a consumer reading below the oldest running transaction does not see a late commit until it commits', { skip: needsPostgres }, async () => {
-  // API.md 5.5: rows are read only when their transaction is older than every running one.
-  const name = `test-${randomUUID()}`;
-  const visible = () =>
-    h.database.owner.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM events WHERE name = $1 AND xact_id < pg_snapshot_xmin(pg_current_snapshot())`,
-      [name],
-    ).then((r) => r[0]!.n);
-  let release!: () => void;
-  const gate = new Promise<void>((resolve) => (release = resolve));
-  let started!: () => void;
-  const inside = new Promise<void>((resolve) => (started = resolve));
-  const slow = h.database.db.transaction(async (tx) => {
-    addEvents(tx, [{ name, room: 'general', payload: { which: 'slow' } }]);
-    started();
-    await gate;
+// The reader over a throwaway table of its own, so that nothing else the database holds gets in the way.
+describe('the commit-order reader', () => {
+  const reader = committedReader<{ tag: string }>('test-commit-order', 'commit_order_probe', 't.tag');
+  const setUp = async () => {
+    await h.database.owner.query(`CREATE TABLE IF NOT EXISTS commit_order_probe (
+      id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, xact_id xid8 NOT NULL DEFAULT pg_current_xact_id(), tag text NOT NULL)`);
+    await h.database.owner.query('CREATE INDEX IF NOT EXISTS commit_order_probe_xact ON commit_order_probe (xact_id)');
+    if (h.database.db.kind === 'postgres') await h.database.owner.query('GRANT SELECT, INSERT ON commit_order_probe TO teamlog_app');
+  };
+  const insert = (q: Queryable, tag: string) => q.query('INSERT INTO commit_order_probe (tag) VALUES ($1)', [tag]);
+
+  /** Reads batches as a consumer would, keeping its position as its batch rows would, until nothing is left. */
+  async function drain(position: PositionColumns | undefined, limit: number): Promise<{ batches: string[][]; position: PositionColumns | undefined }> {
+    const batches: string[][] = [];
+    for (;;) {
+      const { rows, position: next } = await reader.next(h.database.db, position, limit);
+      if (!next) return { batches, position };
+      batches.push(rows.map((r) => r.tag));
+      position = next;
+    }
+  }
+
+  test('reads every committed row once, in id order, across batches of a pair too big for one', async () => {
+    await setUp();
+    const { position: start } = await drain(undefined, 1000);
+    const tags = Array.from({ length: 7 }, (_, i) => `split-${i}-${randomUUID()}`);
+    for (const tag of tags) await insert(h.database.owner, tag);
+    const { batches, position } = await drain(start, 3);
+    assert.deepEqual(batches.flat(), tags);
+    assert.deepEqual(batches.map((b) => b.length), [3, 3, 1]);
+    assert.equal(position!.through_id, null, 'the pair is finished');
+    assert.deepEqual((await drain(position, 3)).batches, [], 'nothing twice');
   });
-  await inside;
-  await h.database.db.transaction(async (tx) => addEvents(tx, [{ name, room: 'general', payload: { which: 'fast' } }]));
-  const rows = await eventsNamed(name);
-  assert.deepEqual(rows.map((r) => r.payload.which), ['fast'], 'the fast one committed, the slow one not yet');
-  assert.equal(await visible(), 0, 'the fast one waits behind the running slow transaction');
-  release();
-  await slow;
-  const [slowRow, fastRow] = await eventsNamed(name);
-  assert.deepEqual([slowRow!.payload.which, fastRow!.payload.which], ['slow', 'fast'], 'the slow one has the lower id');
-  assert.ok(BigInt(slowRow!.xact_id) < BigInt(fastRow!.xact_id), 'and the older transaction id');
+
+  test('an exactly full last batch of a pair: the next read moves on to the next pair and skips nothing', async () => {
+    await setUp();
+    const { position: start } = await drain(undefined, 1000);
+    const tags = [`full-a-${randomUUID()}`, `full-b-${randomUUID()}`];
+    for (const tag of tags) await insert(h.database.owner, tag);
+    const first = await reader.next(h.database.db, start, 2);
+    assert.deepEqual(first.rows.map((r) => r.tag), tags);
+    assert.notEqual(first.position!.through_id, null, 'a full batch may have left rows behind');
+    const later = `full-c-${randomUUID()}`;
+    await insert(h.database.owner, later);
+    const { batches } = await drain(first.position, 2);
+    assert.deepEqual(batches.flat(), [later]);
+  });
+
+  test('a transaction that took its id first and committed last is read after one that committed before it, and does not hold it back', { skip: needsPostgres }, async () => {
+    await setUp();
+    const { position: start } = await drain(undefined, 1000);
+    const slowTag = `slow-${randomUUID()}`;
+    const fastTag = `fast-${randomUUID()}`;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let started!: () => void;
+    const inside = new Promise<void>((resolve) => (started = resolve));
+    const slow = h.database.owner.transaction(async (tx) => {
+      await currentXact(tx); // its transaction id, taken first
+      started();
+      await gate;
+      await insert(tx, slowTag);
+    });
+    await inside;
+    await insert(h.database.owner, fastTag);
+    // The fast one is there at once, though an older transaction is still running.
+    const early = await drain(start, 1000);
+    assert.deepEqual(early.batches.flat(), [fastTag]);
+    release();
+    await slow;
+    const late = await drain(early.position, 1000);
+    assert.deepEqual(late.batches.flat(), [slowTag]);
+    const [slowRow, fastRow] = await h.database.owner.query<{ tag: string; x: string }>(
+      'SELECT tag, xact_id::text AS x FROM commit_order_probe WHERE tag = ANY ($1) ORDER BY xact_id',
+      [[slowTag, fastTag]],
+    );
+    assert.deepEqual([slowRow!.tag, fastRow!.tag], [slowTag, fastTag], 'the slow one has the lower transaction id, and still came last');
+  });
+
+  test('rows written inside one batch are read in id order: what was written after a commit comes after it', { skip: needsPostgres }, async () => {
+    await setUp();
+    const { position: start } = await drain(undefined, 1000);
+    // Three transactions, each started after the one before committed, the first holding the lowest transaction id.
+    const tags = [`a-${randomUUID()}`, `b-${randomUUID()}`, `c-${randomUUID()}`];
+    for (const tag of tags) await insert(h.database.owner, tag);
+    const { batches } = await drain(start, 1000);
+    assert.deepEqual(batches, [tags]);
+  });
+
+  test('after a point in the previous release\'s (xact_id, id) order: the rows past it, then on by snapshots', async () => {
+    await setUp();
+    await drain(undefined, 1000);
+    const before = `before-${randomUUID()}`;
+    await insert(h.database.owner, before);
+    const [point] = await h.database.owner.query<{ x: string; id: number }>('SELECT xact_id::text AS x, id::int AS id FROM commit_order_probe WHERE tag = $1', [before]);
+    const after = [`after-1-${randomUUID()}`, `after-2-${randomUUID()}`];
+    for (const tag of after) await insert(h.database.owner, tag);
+    const legacy: PositionColumns = { after_snapshot: null, after_xact: point!.x, after_id: point!.id, snapshot: null, through_id: null };
+    assert.deepEqual(nextPair(legacy).lower, { xact: point!.x, id: point!.id });
+    const { batches, position } = await drain(legacy, 1);
+    assert.deepEqual(batches.flat(), after);
+    const more = `more-${randomUUID()}`;
+    await insert(h.database.owner, more);
+    assert.deepEqual((await drain(position, 1000)).batches.flat(), [more]);
+    assert.equal(positionAfter(nextPair(position), '5:5:', { length: 1, lastId: 9 }, 2).through_id, null);
+  });
 });
 
-// The audit writer sends a change's record and its events as one statement (a writable CTE).
+// The audit writer sends a change's record and its transaction's outbox row as one statement.
 describe('events sent with an audit record', () => {
   const audit = createAuditWriter(Buffer.alloc(32, 7));
   const ctx = { actor: undefined, ip: '127.0.0.1', userAgent: 'outbox-test', requestId: '' };
   const recordsOf = (requestId: string) =>
-    h.database.owner.query<{ action: string; xact_id: string }>('SELECT action, xact_id::text AS xact_id FROM audit_log WHERE request_id = $1', [requestId]);
+    h.database.owner.query<{ id: number; action: string; xact_id: string; timestamp: string }>(
+      'SELECT id, action, xact_id::text AS xact_id, "timestamp" FROM audit_log WHERE request_id = $1',
+      [requestId],
+    );
 
-  test('are written with the record, in the given order, in the same transaction', async () => {
+  test('are written with the record in one row, in the given order, then the record\'s own /admin event carrying the record', async () => {
     const name = `test-${randomUUID()}`;
     const requestId = randomUUID();
     const xact = await h.database.db.transaction(async (tx) => {
-      audit.record(tx, { ...ctx, requestId }, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 1, actorId: null }, [
+      audit.record(tx, { ...ctx, requestId }, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 1, actorId: null, metadata: { title: 'x' } }, [
         { name, room: 'project:1', payload: { n: 1 } },
         { name, room: 'user:2', payload: { n: 2 } },
       ]);
       return currentXact(tx);
     });
-    assert.deepEqual(await recordsOf(requestId), [{ action: 'DELETE_TASK', xact_id: xact }]);
-    assert.deepEqual((await eventsNamed(name)).map((r) => [r.room, r.payload.n, r.xact_id]), [['project:1', 1, xact], ['user:2', 2, xact]]);
+    const [record] = await recordsOf(requestId);
+    assert.deepEqual({ action: record!.action, xact_id: record!.xact_id }, { action: 'DELETE_TASK', xact_id: xact });
+    const changes = await eventsNamed(name);
+    assert.deepEqual(changes.map((r) => [r.room, r.payload.n, r.xact_id, r.position]), [['project:1', 1, xact, 1], ['user:2', 2, xact, 2]]);
+    const own = await h.database.owner.query<StoredEvent>(
+      `SELECT row_id, position::int, name, room, payload FROM outbox_events WHERE name = 'audit-record' AND (payload->>'id')::bigint = $1`,
+      [record!.id],
+    );
+    assert.equal(own.length, 1);
+    assert.deepEqual([own[0]!.row_id, own[0]!.position, own[0]!.room], [changes[0]!.row_id, 3, 'admin']);
+    const { timestamp, ...rest } = own[0]!.payload;
+    assert.deepEqual(rest, {
+      id: record!.id, actor_id: null, action: 'DELETE_TASK', resource_type: 'TASK', resource_id: 1, result: 'SUCCESS',
+      metadata: { title: 'x' }, ip: '127.0.0.1', user_agent: 'outbox-test', request_id: requestId,
+    });
+    assert.equal(new Date(`${String(timestamp).replace(' ', 'T').replace(/\+00$/, 'Z')}`).getTime() > 0, true, `a timestamp: ${String(timestamp)}`);
   });
 
   test('leave neither the record nor the events when the transaction fails after them', async () => {
@@ -170,8 +267,8 @@ describe('events sent with an audit record', () => {
     const requestId = randomUUID();
     await assert.rejects(
       h.database.db.transaction(async (tx) => {
-        await tx.query(`INSERT INTO events (name, room, payload) VALUES ($1, 'general', '{}')`, [`${name}-change`]);
-        // A NUL in a jsonb string is refused by PostgreSQL: the events part of the statement fails.
+        addEvents(tx, [{ name: `${name}-change`, room: 'general', payload: {} }]);
+        // A NUL in a jsonb string is refused by PostgreSQL: the outbox part of the statement fails.
         audit.record(tx, { ...ctx, requestId }, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 1, actorId: null }, [{ name, room: 'general', payload: { bad: 'a\u0000b' } }]);
       }),
       (err: Error & { code?: string }) => err.code === '22P05' || /unsupported Unicode escape|\\u0000/.test(err.message),

@@ -67,12 +67,12 @@ describe('list statements and the plan cache', { skip: needsPostgres }, () => {
 describe("the sealer's reads, on a database analyzed while empty that then grows", { skip: needsPostgres }, () => {
   const ROWS = 200_000;
   const SEALER_READS: Array<[string, unknown[]]> = [
-    ['evidence.cursor', []],
-    ['evidence.toSeal', ['999999999', 1, 500]],
-    ['evidence.waiting', ['999999999', 1]],
-    ['evidence.nodes', ['{20,10,1,0}', '{1,100,5000,7}']],
+    ['evidence.lastBatch', []],
+    ['audit-reader.committedAfterSnapshot', ['{}', '999999999', 0, 500]],
+    ['evidence.tiles', ['{1,0}', '{0,7}', '{5,256}']],
+    ['evidence.leaves', [0, 1024]],
+    ['evidence.sealOf', [7]],
     ['evidence.latestCheckpoint', []],
-    ['export.leaves', [0, 1024]],
   ];
   const args = (params: unknown[]) => (params.length ? `(${params.map((p) => `'${String(p)}'`).join(', ')})` : '');
   let database: TestDatabase;
@@ -84,14 +84,13 @@ describe("the sealer's reads, on a database analyzed while empty that then grows
     // A database of its own: its statistics are made to say "empty", which the other tests here must not inherit.
     database = await createTestDatabase();
     const owner = database.owner;
-    await owner.query('VACUUM (ANALYZE) audit_log, audit_seal, audit_tree_nodes, audit_checkpoints');
+    await owner.query('VACUUM (ANALYZE) audit_log, audit_seal_batches, audit_tiles, audit_checkpoints');
     for (const [i, [name, params]] of SEALER_READS.entries()) {
       await owner.query(`PREPARE sealer_${i} AS ${declaredStatements().get(name)!.text}`);
       await owner.query(`EXECUTE sealer_${i}${args(params)}`); // the generic plan is made here, and kept
       preparedEmpty.set(name, `sealer_${i}`);
     }
     await sealedRecords(owner, ROWS);
-    await owner.query(`INSERT INTO audit_tree_nodes (level, idx, hash) SELECT 1, g, sha256(g::text::bytea) FROM generate_series(0, $1::int / 2 - 1) g`, [ROWS]);
     // A checkpoint every 5 s for a week or so (the rows need only be well-formed here).
     await owner.query(
       `INSERT INTO audit_checkpoints (tree_size, root_hash, key_id, signature, note, created_at)
@@ -107,8 +106,8 @@ describe("the sealer's reads, on a database analyzed while empty that then grows
   };
 
   test('the control: prepared while the tables were empty, the reads now scan the seal and the log from their start', async () => {
-    assert.deepEqual(await scans(preparedEmpty.get('evidence.cursor')!, []), ['audit_seal']);
-    assert.deepEqual(await scans(preparedEmpty.get('evidence.toSeal')!, ['999999999', 1, 500]), ['audit_log']);
+    assert.deepEqual(await scans(preparedEmpty.get('evidence.lastBatch')!, []), ['audit_seal_batches']);
+    assert.deepEqual(await scans(preparedEmpty.get('audit-reader.committedAfterSnapshot')!, ['{}', '999999999', 0, 500]), ['audit_log']);
     assert.deepEqual(await scans(preparedEmpty.get('evidence.latestCheckpoint')!, []), ['audit_checkpoints']);
   });
 
@@ -227,7 +226,7 @@ describe('a connection replaced after its lifetime, and with it the plans it kep
   });
 });
 
-/** `rows` audit records, each sealed (with a stand-in leaf): a big log, as a poll or a batch sees one. */
+/** `rows` audit records, each sealed (with a stand-in leaf), 500 a batch, and their full level-0 tiles: a big log, as a poll or a batch sees one. */
 async function sealedRecords(owner: Queryable, rows: number): Promise<void> {
   await owner.query(
     `INSERT INTO audit_log (action, resource_type, resource_id, result, metadata, request_id)
@@ -235,8 +234,13 @@ async function sealedRecords(owner: Queryable, rows: number): Promise<void> {
     [rows],
   );
   await owner.query(
-    `INSERT INTO audit_seal (seq, record_id, record_xact_id, leaf_hash)
-     SELECT row_number() OVER (ORDER BY xact_id, id) - 1, id, xact_id, sha256(id::text::bytea) FROM audit_log ORDER BY xact_id, id`,
+    `INSERT INTO audit_seal_batches (first_seq, record_ids, leaves, record_span, after_snapshot, snapshot)
+     SELECT min(n), array_agg(id ORDER BY n), array_agg(sha256(id::text::bytea) ORDER BY n), int8range(min(id), max(id), '[]'), pg_current_snapshot(), pg_current_snapshot()
+       FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM audit_log) s GROUP BY n / 500`,
+  );
+  await owner.query(
+    `INSERT INTO audit_tiles (level, idx, width, hashes)
+     SELECT 0, seq / 256, 256, string_agg(leaf_hash, ''::bytea ORDER BY seq) FROM audit_seal GROUP BY seq / 256 HAVING count(*) = 256`,
   );
 }
 
@@ -247,37 +251,45 @@ function seqScans(plan: unknown): string[] {
   return [...own, ...(node.Plans ?? []).flatMap(seqScans)];
 }
 
-// The background workers (sealer, webhook, outbox numbering) poll while idle: each poll asks
-// "is anything past my cursor?". On a big table, a generic plan of an EXISTS over a range
-// expects a third of the rows to match and scans from the table's start for the first one,
-// which a caught-up cursor never finds: 190 ms and the buffer cache churned at every poll on
-// a million records, which cost every request of the service a quarter of its speed. Each
-// poll must be an index descent whatever the size, and the EXISTS form is checked to scan
-// here, so that the table is big enough for the assertion to mean something.
-describe("the workers' idle polls on big tables", { skip: needsPostgres }, () => {
+// The background loops (sealer, relay, webhook) look while idle: "is anything past where I
+// stand?". On a big table, a plan that reads it from its start for the first row past a position
+// at its end (a generic plan of an EXISTS over a range expects a third of the rows to match) cost
+// 190 ms and churned the buffer cache at every poll on a million records, a quarter of every
+// request's speed. Each look must be an index descent whatever the size. The readers' statements
+// are planned per call (their plan depends on how wide the range is), so they are checked with
+// the values an idle loop gives them; the EXISTS form is checked to scan here, so that the table
+// is big enough for the assertion to mean something.
+describe("the loops' idle looks on big tables", { skip: needsPostgres }, () => {
   const ROWS = 200_000;
   h.before(async () => {
     if (needsPostgres) return;
     const owner = h.database.owner;
     await sealedRecords(owner, ROWS);
     await owner.query(
-      `INSERT INTO events (name, room, payload, event_id) SELECT 'task.created', 'project:1', '{}', g FROM generate_series(1, $1::int) g`,
+      `INSERT INTO outbox (items) SELECT jsonb_build_array(jsonb_build_object('name', 'task.created', 'room', 'project:1', 'payload', '{}'::jsonb)) FROM generate_series(1, $1::int) g`,
       [ROWS],
     );
-    await owner.query('VACUUM (ANALYZE) audit_log, audit_seal, events');
+    await owner.query(
+      `INSERT INTO outbox_batches (first_event_id, event_count, row_ids, after_snapshot, snapshot)
+       SELECT min(n) + 1, count(*), array_agg(id ORDER BY n), pg_current_snapshot(), pg_current_snapshot()
+         FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM outbox) s GROUP BY n / 500`,
+    );
+    await owner.query('VACUUM (ANALYZE) audit_log, audit_seal_batches, audit_tiles, outbox, outbox_batches');
   });
 
-  async function genericPlanScans(text: string, params: unknown[]): Promise<string[]> {
-    return h.database.owner.transaction(async (tx) => {
-      await tx.query('SET LOCAL plan_cache_mode = force_generic_plan');
-      await tx.query(`PREPARE idle_poll AS ${text}`);
+  const planScans = (prepared: boolean) => async (text: string, params: unknown[]): Promise<string[]> =>
+    h.database.owner.transaction(async (tx) => {
+      if (prepared) await tx.query('SET LOCAL plan_cache_mode = force_generic_plan');
+      await tx.query(`PREPARE idle_look AS ${text}`);
       const [row] = await tx.query<{ 'QUERY PLAN': Array<{ Plan: unknown }> }>(
-        `EXPLAIN (FORMAT JSON) EXECUTE idle_poll${params.length ? `(${params.map((p) => (typeof p === 'number' ? String(p) : `'${String(p)}'`)).join(', ')})` : ''}`,
+        `EXPLAIN (FORMAT JSON) EXECUTE idle_look${params.length ? `(${params.map((p) => (typeof p === 'number' ? String(p) : `'${String(p)}'`)).join(', ')})` : ''}`,
       );
-      await tx.query('DEALLOCATE idle_poll');
+      await tx.query('DEALLOCATE idle_look');
       return seqScans(row!['QUERY PLAN'][0]!.Plan);
     });
-  }
+  const genericPlanScans = planScans(true);
+  /** As a statement planned per call is: for the values it is given. */
+  const customPlanScans = planScans(false);
 
   const statement = (name: string) => {
     const s = declaredStatements().get(name);
@@ -290,10 +302,15 @@ describe("the workers' idle polls on big tables", { skip: needsPostgres }, () =>
     assert.deepEqual(await genericPlanScans(exists, ['999999999', 1]), ['audit_log']);
   });
 
-  test("the sealer's, the webhook's and the outbox's polls read no big table from its start", async () => {
-    assert.deepEqual(await genericPlanScans(statement('evidence.waiting'), ['999999999', 1]), []);
+  test("the sealer's, the relay's and the webhook's looks read no big table from its start", async () => {
+    const [now] = await h.database.owner.query<{ xmax: string }>('SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax');
+    // Caught up: the lower snapshot is a moment ago, nothing running then.
+    for (const reader of ['audit-reader', 'outbox-reader']) {
+      assert.deepEqual(await customPlanScans(statement(`${reader}.committedAfterSnapshot`), ['{}', now!.xmax, 0, 500]), [], reader);
+    }
+    assert.deepEqual(await genericPlanScans(statement('evidence.lastBatch'), []), []);
+    assert.deepEqual(await genericPlanScans(statement('outbox.lastBatch'), []), []);
     // The cursor table is one row (a scan of it is its lookup); the seal and the checkpoints are read by their keys.
     assert.deepEqual(await genericPlanScans(statement('webhook.state'), ['someone', 'http://receiver.test/audit']), ['audit_webhook_cursor']);
-    assert.deepEqual(await genericPlanScans(statement('outbox.waiting'), []), []);
   });
 });

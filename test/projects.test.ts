@@ -424,7 +424,7 @@ describe('project members', () => {
     assert.deepEqual(added[0]!.payload, { project_id: p.id, project_name: p.name, role: 'MEMBER', actor_id: alice.id });
     assert.equal(added[0]!.read_at, null);
     // The notification has its real-time event beside it.
-    assert.equal(await countRows(h.server, `events WHERE room = $1 AND name = 'new-notification'`, [`user:${bob.id}`]), 1);
+    assert.equal(await countRows(h.server, `outbox_events WHERE room = $1 AND name = 'new-notification'`, [`user:${bob.id}`]), 1);
     // The actor is not notified of their own action.
     assert.equal(await countRows(h.server, 'notifications WHERE user_id = $1', [alice.id]), 0);
   });
@@ -478,14 +478,14 @@ describe('project members', () => {
     await addMember(alice, p.id, bob.id);
     const before = await projectRow(p.id);
     const notesBefore = await countRows(h.server, 'notifications WHERE user_id = $1', [bob.id]);
-    const eventsBefore = await countRows(h.server, 'events WHERE room = $1', [`user:${bob.id}`]);
+    const eventsBefore = await countRows(h.server, 'outbox_events WHERE room = $1', [`user:${bob.id}`]);
     const res = await putMember(alice, p.id, bob.id, 'MEMBER');
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.role, 'MEMBER');
     assert.equal((await recordsOf(h.server, res)).length, 0);
     assert.deepEqual(await projectRow(p.id), before);
     assert.equal(await countRows(h.server, 'notifications WHERE user_id = $1', [bob.id]), notesBefore);
-    assert.equal(await countRows(h.server, 'events WHERE room = $1', [`user:${bob.id}`]), eventsBefore);
+    assert.equal(await countRows(h.server, 'outbox_events WHERE room = $1', [`user:${bob.id}`]), eventsBefore);
   });
 
   test('refuses to demote or remove the last OWNER with 409 LAST_OWNER and writes no record', async () => {
@@ -674,8 +674,8 @@ describe('a failing audit insert', () => {
 
     assert.equal(await memberRoleOf(p.id, bob.id), undefined);
     assert.equal(await countRows(h.server, 'notifications WHERE user_id = $1', [bob.id]), 0);
-    assert.equal(await countRows(h.server, 'events WHERE room = $1', [`user:${bob.id}`]), 0);
-    assert.equal(await countRows(h.server, `events WHERE payload->>'project_id' = $1`, [String(p.id)]), 0);
+    assert.equal(await countRows(h.server, 'outbox_events WHERE room = $1', [`user:${bob.id}`]), 0);
+    assert.equal(await countRows(h.server, `outbox_events WHERE payload->>'project_id' = $1`, [String(p.id)]), 0);
     assert.deepEqual(await projectRow(p.id), before);
     assert.equal((await recordsOf(h.server, res)).length, 0);
 

@@ -199,14 +199,14 @@ const recordIdOf = (action: string) => async (res: Response) => {
 };
 
 async function eventIdOf(name: string, res: Response): Promise<number> {
-  const rows = await h.server.owner.query<{ id: number }>(`SELECT id FROM events WHERE name = $1 AND payload->>'id' = $2`, [name, String(res.body.id)]);
+  const rows = await h.server.owner.query<{ id: number }>(`SELECT row_id AS id FROM outbox_events WHERE name = $1 AND payload->>'id' = $2`, [name, String(res.body.id)]);
   return rows[0]!.id;
 }
 
 async function membershipEventIdOf(projectId: number, userId: number, res: Response): Promise<number> {
   const record = await recordIdOf('REMOVE_PROJECT_MEMBER')(res);
   const rows = await h.server.owner.query<{ id: number }>(
-    `SELECT id FROM events WHERE name = 'membership-changed' AND (payload->>'project_id')::bigint = $1 AND (payload->>'user_id')::bigint = $2
+    `SELECT row_id AS id FROM outbox_events WHERE name = 'membership-changed' AND (payload->>'project_id')::bigint = $1 AND (payload->>'user_id')::bigint = $2
         AND xact_id = (SELECT xact_id FROM audit_log WHERE id = $3)`,
     [projectId, userId, record],
   );

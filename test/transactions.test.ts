@@ -10,12 +10,12 @@ import { onPostgres } from './helpers/server.js';
 
 const h = useTestDatabase();
 
-const insertEvent = `INSERT INTO events (name, room, payload) VALUES ($1, 'general', '{}')`;
-// events.name is NOT NULL: sending a null name is a statement that fails in the database.
-const failingInsert = `INSERT INTO events (name, room, payload) VALUES (NULL, 'general', '{}')`;
+const insertEvent = `INSERT INTO outbox (items) VALUES (jsonb_build_array(jsonb_build_object('name', $1::text, 'room', 'general', 'payload', '{}'::jsonb)))`;
+// outbox.items is NOT NULL: sending null items is a statement that fails in the database.
+const failingInsert = `INSERT INTO outbox (items) VALUES (NULL)`;
 
 async function eventsNamed(name: string): Promise<number> {
-  return (await h.database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE name = $1', [name]))[0]!.n;
+  return (await h.database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_events WHERE name = $1', [name]))[0]!.n;
 }
 
 test('a sent statement is in place for the statements after it, and commits with them', async () => {
@@ -23,7 +23,7 @@ test('a sent statement is in place for the statements after it, and commits with
   const seen = await h.database.db.transaction(async (tx) => {
     tx.send(insertEvent, [name]);
     tx.send(insertEvent, [name]);
-    return (await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE name = $1', [name]))[0]!.n;
+    return (await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_events WHERE name = $1', [name]))[0]!.n;
   });
   assert.equal(seen, 2);
   assert.equal(await eventsNamed(name), 2);

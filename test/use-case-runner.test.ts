@@ -8,33 +8,34 @@ import { describe, test } from 'node:test';
 import type { ActorContext, RequestContext } from '../src/context.js';
 import { DomainError, forbidden, notFound } from '../src/domain/errors.js';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
-import { OutboxSignal } from '../src/modules/outbox/outbox-signal.js';
 import { insertUser } from '../src/modules/users/users.repository.js';
+import { CommitSignal, type Committed } from '../src/use-cases/commit-signal.js';
 import { UseCaseContractError, createRunner, useCase, type Run, type UnitOfWork } from '../src/use-cases/runner.js';
 import { useTestDatabase } from './helpers/harness.js';
 
 const h = useTestDatabase();
 let runner: Run | undefined;
 const run: Run = (ctx, uc, body, opts) => {
-  runner ??= createRunner(h.database.db, createAuditWriter(Buffer.alloc(32, 1)), outbox);
+  runner ??= createRunner(h.database.db, createAuditWriter(Buffer.alloc(32, 1)), commits);
   return runner(ctx, uc, body, opts);
 };
 
-const outbox = new OutboxSignal();
-let signalled = 0;
-outbox.onCommitted(() => signalled++);
+const commits = new CommitSignal();
+const announced: Committed[] = [];
+commits.onCommitted((c) => announced.push(c));
 
 const AUDITED = useCase('test.audited', ['DELETE_TASK']);
 const PLAIN = useCase('test.plain');
 
 const context = (): RequestContext => ({ actor: undefined, ip: '10.0.0.1', userAgent: 'runner-test', requestId: `runner-${randomUUID()}` });
 
-/** The use case's visible change: an outbox row named after the request. */
-const change = (uow: UnitOfWork) => uow.tx.query(`INSERT INTO events (name, room, payload) VALUES ($1, 'general', '{}')`, [uow.ctx.requestId]);
+/** The use case's visible change: an outbox row with an event named after the request. */
+const change = (uow: UnitOfWork) =>
+  uow.tx.query(`INSERT INTO outbox (items) VALUES (jsonb_build_array(jsonb_build_object('name', $1::text, 'room', 'general', 'payload', '{}'::jsonb)))`, [uow.ctx.requestId]);
 
 async function left(ctx: RequestContext) {
   const [changes, records] = await Promise.all([
-    h.database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE name = $1', [ctx.requestId]),
+    h.database.owner.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox WHERE items @> jsonb_build_array(jsonb_build_object('name', $1::text))`, [ctx.requestId]),
     h.database.owner.query<{ action: string; result: string; resource_type: string; resource_id: number | null }>(
       'SELECT action, result, resource_type, resource_id FROM audit_log WHERE request_id = $1 ORDER BY id',
       [ctx.requestId],
@@ -46,16 +47,17 @@ async function left(ctx: RequestContext) {
 const record = { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 7 } as const;
 
 describe('the audit record of an audited use case', () => {
-  test('commits with its change when recorded exactly once, and tells the outbox after the commit', async () => {
+  test('commits with its change when recorded exactly once, and announces the commit (audited, with its record\'s event) after it', async () => {
     const ctx = context();
-    const before = signalled;
+    const before = announced.length;
     await run(ctx, AUDITED, async (uow) => {
       await change(uow);
       uow.audit(record);
-      assert.equal(signalled, before, 'not before the commit');
+      uow.emit({ name: 'test-event', room: 'general', payload: {} });
+      assert.equal(announced.length, before, 'not before the commit');
     });
     assert.deepEqual(await left(ctx), { changes: 1, records: ['SUCCESS DELETE_TASK TASK/7'] });
-    assert.equal(signalled, before + 1);
+    assert.deepEqual(announced.slice(before), [{ audited: true, events: 2 }]);
   });
 
   test('forgotten: the run fails as a bug and its change is rolled back', async () => {

@@ -1,157 +1,176 @@
-// Reading rows in commit order (API.md 5.5). Ids are handed out at insert, but transactions
-// commit in another order: a reader that takes `id > cursor` skips a row whose transaction
-// commits after a later id was read. Every row records its transaction (`xact_id`, stamped
-// from pg_current_xact_id()), and a reader takes only rows whose transaction is older than
-// the oldest one still running: those transactions have all ended, so no row can appear
-// among them later. Read in (xact_id, id) order, such rows come in one deterministic order
-// that never admits a late row behind the reader.
+// Reading rows in commit order (API.md 5.5): the one reader every consumer uses (the relay that
+// numbers events, the audit sealer; the webhook follows the sealer's seq).
 //
-// CommitOrderWorker is the one component every consumer shares (the outbox sequencer now, the
-// audit sealer and the webhook next): it runs a consumer's batch in a transaction, under a
-// transaction-level advisory lock so that one instance works at a time (and another takes
-// over at once when it dies), wakes when told, retries while committed rows wait behind a
-// running transaction, and polls slowly as a safety net for writers it is never told about.
-import type { FastifyBaseLogger } from 'fastify';
-import type { Database, Tx } from './database.js';
-import { query, statements } from './statements.js';
+// Ids are handed out at insert, but transactions commit in another order, and a transaction's id
+// is taken at its first write or row lock: neither `id > cursor` nor (xact_id, id) order is commit
+// order. A request that started first, waited on a lock and committed last would come first.
+//
+// So rows are taken in batches the way PgQ's ticks take events: a batch is the rows that became
+// visible between two snapshots (pg_current_snapshot(), pg_visible_in_snapshot()), ordered by id.
+// A transaction that committed later always falls in a later batch; inside a batch, id order
+// respects "written after another committed", because such a row's id was drawn after that
+// commit. The scan is bounded as PgQ's batch_event_sql bounds it, by the index on xact_id: the
+// transactions that were still running in the lower snapshot (its xip list), and those that
+// started after it (xact_id ≥ its xmax). A long transaction delays only itself: rows committed
+// around it are in the batches of their time, and it in the batch after it commits.
+//
+// A consumer keeps where it stands as one row per batch (its own table), never by updating the
+// rows: the upper snapshot of its last batch, and, when a pair of snapshots held more rows than one
+// batch takes, the pair and the last id taken (`through`). The same statements run on PostgreSQL
+// and PGlite (whose one connection makes every snapshot's xip list empty).
+import type { Queryable } from './database.js';
+import { query, statements, type Statement } from './statements.js';
 
-/** The SQL condition that a row's transaction has ended (committed: uncommitted rows are invisible). */
-export const COMMITTED = 'xact_id < pg_snapshot_xmin(pg_current_snapshot())';
+/** A pg_snapshot in its text form, `xmin:xmax:xip,…`. */
+export type SnapshotText = string;
 
-const S = statements('commit-order', {
-  tryLock: 'SELECT pg_try_advisory_xact_lock($1) AS locked',
-});
+/**
+ * What was consumed before the current pair: every row visible in a snapshot, or (once, after an
+ * upgrade from the release that read in (xact_id, id) order) every row up to a point in that order.
+ */
+export type LowerBound = { snapshot: SnapshotText } | { xact: string; id: number };
 
-export interface BatchOutcome {
-  /** Rows handled by this batch. */
-  processed: number;
-  /** Committed rows left that this batch could not take yet (waiting behind a running transaction). */
-  waiting: boolean;
+/** The pair a consumer reads next: rows visible in `upper` (null: the current snapshot) and not below `lower`, with id > `afterId`. */
+export interface Pair {
+  lower: LowerBound;
+  upper: SnapshotText | null;
+  afterId: number;
 }
 
-export interface CommitOrderWorkerOptions {
-  name: string;
-  db: Database;
-  /** The advisory lock that makes this job one instance's at a time. */
-  lockKey: number;
-  /** Rows per batch: a batch holds PGlite's single connection while it runs, so keep it short. */
-  batchSize: number;
-  /** One batch, inside the transaction the worker opened and locked. */
-  batch(tx: Tx, limit: number): Promise<BatchOutcome>;
-  /** After a batch that processed rows has committed. */
-  afterCommit?(): void;
-  /** The safety net's period. */
-  pollMs: number;
-  /**
-   * How long a wake waits before the batch runs, so that the commits of that moment go in one
-   * batch instead of one each (0: at once). For consumers whose latency matters less than the
-   * cost of a transaction per commit under load, e.g. the audit sealer.
-   */
-  lingerMs?: number;
-  /**
-   * The first wait before looking again at rows held back by a running transaction (doubling
-   * up to a second). Under load some transaction is nearly always running, so a short first
-   * wait means a batch every few milliseconds; a consumer whose own commits wake it anyway can
-   * afford a longer one.
-   */
-  firstRetryMs?: number;
-  log: FastifyBaseLogger;
+/** How a batch row records where its consumer stood after it. */
+export interface PositionColumns {
+  after_snapshot: SnapshotText | null;
+  after_xact: string | null;
+  after_id: number | null;
+  /** Null only on rows converted from the previous release (their lower bound is after_xact/after_id). */
+  snapshot: SnapshotText | null;
+  through_id: number | null;
 }
 
-const FIRST_RETRY_MS = 5;
-const MAX_RETRY_MS = 1000;
+/** Nothing consumed yet: no transaction is visible in it (every normal xid is ≥ 3). */
+export const NOTHING_CONSUMED: SnapshotText = '1:1:';
 
-export class CommitOrderWorker {
-  private running = false;
-  private again = false;
-  private stopped = true;
-  private retryMs: number;
-  private retryTimer: NodeJS.Timeout | undefined;
-  private pollTimer: NodeJS.Timeout | undefined;
-  private lingerTimer: NodeJS.Timeout | undefined;
-  private current: Promise<void> = Promise.resolve();
+/** The pair after a consumer's last batch row (none: from the start). */
+export function nextPair(last: PositionColumns | undefined): Pair {
+  if (!last) return { lower: { snapshot: NOTHING_CONSUMED }, upper: null, afterId: 0 };
+  const lowerOfPair: LowerBound = last.after_snapshot !== null ? { snapshot: last.after_snapshot } : { xact: last.after_xact!, id: last.after_id! };
+  if (last.snapshot === null) return { lower: { xact: last.after_xact!, id: last.after_id! }, upper: null, afterId: 0 };
+  if (last.through_id !== null) return { lower: lowerOfPair, upper: last.snapshot, afterId: last.through_id };
+  return { lower: { snapshot: last.snapshot }, upper: null, afterId: 0 };
+}
 
-  constructor(private readonly opts: CommitOrderWorkerOptions) {
-    this.retryMs = opts.firstRetryMs ?? FIRST_RETRY_MS;
-  }
+/** The columns a batch row stores for a batch of `taken` rows read from `pair` with `limit`, under snapshot `upper`. */
+export function positionAfter(pair: Pair, upper: SnapshotText, taken: { length: number; lastId: number }, limit: number): PositionColumns {
+  const lower = pair.lower;
+  return {
+    after_snapshot: 'snapshot' in lower ? lower.snapshot : null,
+    after_xact: 'xact' in lower ? lower.xact : null,
+    after_id: 'xact' in lower ? lower.id : null,
+    snapshot: upper,
+    // A full batch may have left rows of the pair behind: the next batch goes on after its last id.
+    through_id: taken.length >= limit ? taken.lastId : null,
+  };
+}
 
-  start(): void {
-    this.stopped = false;
-    this.pollTimer = setInterval(() => this.wake(), this.opts.pollMs);
-    this.pollTimer.unref();
-    this.wake();
-  }
+/** The parts of a snapshot's text the scan is bounded by. */
+export function parseSnapshot(text: SnapshotText): { xmin: string; xmax: string; xip: string[] } {
+  const m = /^(\d+):(\d+):([\d,]*)$/.exec(text);
+  if (!m) throw new Error(`not a pg_snapshot: ${text}`);
+  return { xmin: m[1]!, xmax: m[2]!, xip: m[3] ? m[3].split(',') : [] };
+}
 
-  /** Something may be waiting: run soon (a run under way runs once more afterwards). */
-  wake(): void {
-    if (this.stopped) return;
-    const linger = this.opts.lingerMs ?? 0;
-    if (linger > 0 && !this.running) {
-      if (this.lingerTimer) return;
-      this.lingerTimer = setTimeout(() => {
-        this.lingerTimer = undefined;
-        this.run();
-      }, linger);
-      this.lingerTimer.unref();
-      return;
+/** A row of a committed batch: the consumer's columns, and the upper snapshot the batch was read under. */
+export type CommittedRow<R> = R & { id: number; batch_snapshot: SnapshotText };
+
+/** A batch read after a consumer's last batch row: its rows, in order, and the position to record with them. */
+export interface CommittedBatch<R> {
+  rows: Array<CommittedRow<R>>;
+  /** Undefined when there are no rows (nothing to record: the consumer stays where it was). */
+  position: PositionColumns | undefined;
+}
+
+export interface CommittedReader<R> {
+  /** The next batch after the consumer's last batch row (none: from the start), up to `limit` rows. */
+  next(q: Queryable, last: PositionColumns | undefined, limit: number): Promise<CommittedBatch<R>>;
+  /**
+   * Every committed row after the consumer's last batch row, in order, `chunk` rows at a time,
+   * without recording anything (a reader beside the consumer: the export's records not sealed
+   * yet). It ends with what was committed when its last chunk was read.
+   */
+  scan(q: Queryable, last: PositionColumns | undefined, chunk: number): AsyncGenerator<Array<CommittedRow<R>>>;
+  /** The first committed row not consumed yet, if any: the rest of an unfinished pair, else what became visible since. */
+  firstWaiting(q: Queryable, pair: Pair): Promise<CommittedRow<R> | undefined>;
+}
+
+/**
+ * Declares the reader's statements for one table (its alias is `t`; `columns` select from it)
+ * under a repository's name. Four variants: the lower bound is a snapshot or an (xact_id, id)
+ * point, the upper bound the current snapshot or a stored one (a pair being finished).
+ */
+export function committedReader<R>(repository: string, table: string, columns: string): CommittedReader<R> {
+  const belowSnapshot = '(t.xact_id = ANY ($1::xid8[]) OR t.xact_id >= $2::xid8)';
+  const belowPoint = '(t.xact_id > $1::xid8 OR (t.xact_id = $1::xid8 AND t.id > $2::bigint))';
+  const now = (lower: string) => `WITH s AS (SELECT pg_current_snapshot() AS snap)
+  SELECT t.id, s.snap::text AS batch_snapshot, ${columns} FROM ${table} t, s
+   WHERE ${lower} AND pg_visible_in_snapshot(t.xact_id, s.snap) AND t.id > $3
+   ORDER BY t.id LIMIT $4`;
+  const stored = (lower: string) => `SELECT t.id, $5::text AS batch_snapshot, ${columns} FROM ${table} t
+   WHERE ${lower} AND pg_visible_in_snapshot(t.xact_id, $5::pg_snapshot) AND t.id > $3
+   ORDER BY t.id LIMIT $4`;
+  // Planned per call: the best plan depends on how wide the xact_id range is.
+  const S = statements(repository, {
+    committedAfterSnapshot: now(belowSnapshot),
+    committedAfterPoint: now(belowPoint),
+    pairAfterSnapshot: stored(belowSnapshot),
+    pairAfterPoint: stored(belowPoint),
+  });
+
+  function statementOf(pair: Pair): { s: Statement; lower: unknown[] } {
+    const { lower, upper } = pair;
+    if ('snapshot' in lower) {
+      const { xmax, xip } = parseSnapshot(lower.snapshot);
+      return { s: upper === null ? S.committedAfterSnapshot : S.pairAfterSnapshot, lower: [xip, xmax] };
     }
-    this.run();
+    return { s: upper === null ? S.committedAfterPoint : S.pairAfterPoint, lower: [lower.xact, lower.id] };
   }
 
-  private run(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = true;
-    this.current = this.drain().finally(() => {
-      this.running = false;
-      if (this.again && !this.stopped) {
-        this.again = false;
-        this.wake();
+  function run(q: Queryable, pair: Pair, limit: number) {
+    const { s, lower } = statementOf(pair);
+    return query<CommittedRow<R>>(q, s, [...lower, pair.afterId, limit, ...(pair.upper === null ? [] : [pair.upper])]);
+  }
+
+  /**
+   * Up to `limit` rows from `pair` on, and the pair they came from: an unfinished pair that turns
+   * out to be finished (its last batch happened to be full) gives way to the next pair, from its
+   * upper snapshot.
+   */
+  async function readOn(q: Queryable, pair: Pair, limit: number): Promise<{ rows: Array<CommittedRow<R>>; pair: Pair }> {
+    const rows = await run(q, pair, limit);
+    if (rows.length > 0 || pair.upper === null) return { rows, pair };
+    const following: Pair = { lower: { snapshot: pair.upper }, upper: null, afterId: 0 };
+    return { rows: await run(q, following, limit), pair: following };
+  }
+
+  const positionOf = (pair: Pair, rows: Array<CommittedRow<R>>, limit: number) => {
+    const lastRow = rows[rows.length - 1];
+    return lastRow && positionAfter(pair, lastRow.batch_snapshot, { length: rows.length, lastId: lastRow.id }, limit);
+  };
+
+  return {
+    async next(q, last, limit) {
+      const { rows, pair } = await readOn(q, nextPair(last), limit);
+      return { rows, position: positionOf(pair, rows, limit) };
+    },
+    async *scan(q, last, chunk) {
+      for (let pair: Pair | undefined = nextPair(last); pair; ) {
+        const read = await readOn(q, pair, chunk);
+        if (read.rows.length === 0) return;
+        yield read.rows;
+        const position = positionOf(read.pair, read.rows, chunk)!;
+        // A short read took all its pair held: what committed since came after the scan began.
+        pair = position.through_id === null ? undefined : nextPair(position);
       }
-    });
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.pollTimer);
-    clearTimeout(this.retryTimer);
-    clearTimeout(this.lingerTimer);
-    await this.current;
-  }
-
-  /** Batches until nothing is left that can be taken now. */
-  private async drain(): Promise<void> {
-    const { db, lockKey, batchSize, log, name } = this.opts;
-    try {
-      for (;;) {
-        if (this.stopped) return;
-        const outcome = await db.transaction(async (tx) => {
-          const [lock] = await query<{ locked: boolean }>(tx, S.tryLock, [lockKey]);
-          // Another instance is at it: it will take these rows too.
-          if (!lock?.locked) return { processed: 0, waiting: false, busy: true };
-          return { ...(await this.opts.batch(tx, batchSize)), busy: false };
-        });
-        if (outcome.processed > 0) this.opts.afterCommit?.();
-        if (outcome.processed >= batchSize) continue;
-        if (outcome.waiting || outcome.busy) this.retrySoon();
-        else this.retryMs = this.opts.firstRetryMs ?? FIRST_RETRY_MS;
-        return;
-      }
-    } catch (err) {
-      log.warn({ err }, `${name}: batch failed; retrying`);
-      this.retrySoon();
-    }
-  }
-
-  /** Rows wait behind a running transaction (or another instance holds the lock): look again, less and less often. */
-  private retrySoon(): void {
-    if (this.stopped) return;
-    clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(() => this.wake(), this.retryMs);
-    this.retryTimer.unref();
-    this.retryMs = Math.min(this.retryMs * 2, MAX_RETRY_MS);
-  }
+    },
+    firstWaiting: async (q, pair) => (await readOn(q, pair, 1)).rows[0],
+  };
 }

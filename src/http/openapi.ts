@@ -115,6 +115,15 @@ export const swaggerOptions: FastifyDynamicSwaggerOptions = {
   transform: ({ schema, url, route }) => {
     const extra: Json = { ...(UNSCHEMED_ROUTES[url] ?? {}) };
     if (route.config?.public && schema?.security === undefined) extra.security = [{}];
+    // A wildcard route (the tlog tiles: a tile's path has as many segments as its index needs)
+    // is documented with a path parameter that spans segments, marked x-wildcard: OpenAPI has no
+    // such thing, and `{*}` is no parameter name.
+    if (url.endsWith('/*')) {
+      const params = (schema?.params ?? {}) as Json & { properties?: Record<string, Json> };
+      const wildcard = { ...(params.properties?.['*'] ?? { type: 'string' }), 'x-wildcard': true };
+      extra.params = { ...params, properties: { [WILDCARD_PARAM]: wildcard }, required: [WILDCARD_PARAM] };
+      return { schema: { ...schema, ...extra } as typeof schema, url: `${url.slice(0, -1)}{${WILDCARD_PARAM}}` };
+    }
     return { schema: { ...schema, ...extra } as typeof schema, url };
   },
   transformObject: (documentObject) => finishDocument('openapiObject' in documentObject ? (documentObject.openapiObject as Document) : {}) as never,
@@ -140,6 +149,9 @@ export async function registerDocs(app: FastifyInstance): Promise<void> {
 // Routes registered elsewhere with no response schemas of their own (the health probes): what
 // the document says of them.
 const PROBE_HEADERS_NOTE = 'Not under /api: no rate limit and no authentication, so orchestrators can poll it.';
+/** The name a wildcard route's `*` is documented under (see transform). */
+export const WILDCARD_PARAM = 'tile_path';
+
 const UNSCHEMED_ROUTES: Record<string, Json> = {
   '/health/live': {
     operationId: 'getLiveness',
@@ -157,15 +169,31 @@ const UNSCHEMED_ROUTES: Record<string, Json> = {
   },
   '/health/ready': {
     operationId: 'getReadiness',
-    description: `Answers 200 once the database answers (within 2 s), 503 while it does not. ${PROBE_HEADERS_NOTE}`,
+    description:
+      `Answers 200 once the database answers (within 2 s), 503 while it does not. \`status\` is \`degraded\` (still 200) when committed audit records ` +
+      'have waited longer than AUDIT_SEAL_STALL_MS for their seal and no seal was made meanwhile: `sealing` names the first record waiting, and the ' +
+      `service's log says why sealing stopped. ${PROBE_HEADERS_NOTE}`,
     security: [{}],
     response: {
       200: {
-        description: 'The database answers',
+        description: 'The database answers; the audit log is being sealed (ready) or not (degraded)',
         type: 'object',
-        properties: { status: { type: 'string', enum: ['ready'] }, database: { type: 'string', enum: ['pglite', 'postgres'] } },
+        properties: {
+          status: { type: 'string', enum: ['ready', 'degraded'] },
+          database: { type: 'string', enum: ['pglite', 'postgres'] },
+          sealing: {
+            type: 'object',
+            properties: {
+              stalled: { type: 'boolean', enum: [true] },
+              first_unsealed_id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, format: 'int64' },
+              waiting_seconds: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, format: 'int64' },
+              seconds_since_last_seal: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, format: 'int64' },
+            },
+            required: ['stalled', 'first_unsealed_id', 'waiting_seconds'],
+          },
+        },
         required: ['status', 'database'],
-        examples: [{ status: 'ready', database: 'postgres' }],
+        examples: [{ status: 'ready', database: 'postgres' }, { status: 'degraded', database: 'postgres', sealing: { stalled: true, first_unsealed_id: 1043, waiting_seconds: 75, seconds_since_last_seal: 80 } }],
       },
     },
   },

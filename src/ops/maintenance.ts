@@ -1,12 +1,14 @@
 // Housekeeping that every instance may run (the deletes are idempotent): real-time events are
 // kept EVENT_RETENTION_HOURS, idempotency keys 24 hours, counted login failures only as long as
-// they count, sessions 30 days past their end.
+// they count, sessions 30 days past their end. A background loop (background-loop.ts) with no
+// work of its own to be woken for: its poll is its schedule.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../db/database.js';
 import { pruneIdempotencyKeys } from '../http/idempotency.repository.js';
 import { pruneLoginFailures } from '../modules/auth/throttle.js';
 import { pruneEvents } from '../modules/outbox/outbox.js';
 import { pruneExpiredSessions } from '../modules/sessions/sessions.repository.js';
+import { BackgroundLoop } from './background-loop.js';
 
 const EVERY_MS = 10 * 60 * 1000;
 
@@ -17,10 +19,17 @@ export async function runMaintenance(db: Database, eventRetentionHours: number):
   await pruneExpiredSessions(db);
 }
 
-export function scheduleMaintenance(db: Database, eventRetentionHours: number, log: FastifyBaseLogger): () => void {
-  const timer = setInterval(() => {
-    runMaintenance(db, eventRetentionHours).catch((err) => log.warn({ err }, 'maintenance failed; will retry'));
-  }, EVERY_MS);
-  timer.unref();
-  return () => clearInterval(timer);
+/** Started with the server; a failed round is tried again after a backoff, then on schedule. */
+export function maintenanceLoop(db: Database, eventRetentionHours: number, log: FastifyBaseLogger): BackgroundLoop {
+  return new BackgroundLoop({
+    name: 'maintenance',
+    log,
+    pollMs: EVERY_MS,
+    firstRetryMs: 60_000,
+    maxRetryMs: EVERY_MS,
+    round: async () => {
+      await runMaintenance(db, eventRetentionHours);
+      return 'idle';
+    },
+  });
 }

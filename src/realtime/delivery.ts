@@ -2,8 +2,11 @@
 // its own: see dispatcher.ts). Client events go to their room in one broadcast, except to
 // sockets still catching up (replay.ts), which get them in their buffer, in order. Control
 // events (modules/outbox/control-events.ts) move sockets between rooms or disconnect them.
+import type { Queryable } from '../db/database.js';
+import { isoTimestamp } from '../db/timestamps.js';
+import type { AuditRow } from '../modules/audit/audit.repository.js';
+import { resolvePersonalData } from '../modules/audit/audit.service.js';
 import type { NumberedEvent } from '../modules/outbox/outbox.js';
-import type { AuditService } from '../modules/audit/audit.service.js';
 import { REPLAYABLE, projectRoom, sessionRoom, userRoom, type RealtimeNamespace, type RealtimeSocket } from './sockets.js';
 
 export interface Namespaces {
@@ -80,16 +83,19 @@ function controlHandlers({ main, admin }: Namespaces): Record<string, (payload: 
 }
 
 /**
- * The events of one namespace as clients receive them: the payload with its event_id, and for
- * /admin the audit record itself (the outbox holds only its id: no personal data there).
+ * The events as clients receive them: the payload with its event_id. An /admin record event
+ * carries its record as it was sealed (audit.writer.ts): its timestamp as the database wrote it,
+ * its personal values as refs, which are put back here (read only for the few records that name
+ * one, so that a value erased since is shown "[redacted]").
  */
-export async function packetsFor(events: NumberedEvent[], audit: AuditService): Promise<Map<number, Record<string, unknown>>> {
-  const recordIds = events.filter((e) => e.name === 'audit-record').map((e) => num(e.payload.id));
-  const records = new Map(recordIds.length > 0 ? (await audit.byIds(recordIds)).map((r) => [r.id, r]) : []);
+export async function packetsFor(events: NumberedEvent[], db: Queryable): Promise<Map<number, Record<string, unknown>>> {
+  const records = events.filter((e) => e.name === 'audit-record').map((e) => ({ ...e.payload, timestamp: isoTimestamp(String(e.payload.timestamp)) }) as unknown as AuditRow);
+  const resolved = records.length > 0 ? await resolvePersonalData(db, records) : [];
   const packets = new Map<number, Record<string, unknown>>();
+  let r = 0;
   for (const e of events) {
-    const body = e.name === 'audit-record' ? records.get(num(e.payload.id)) : e.payload;
-    if (body) packets.set(e.event_id, { ...body, event_id: e.event_id });
+    const body = e.name === 'audit-record' ? resolved[r++]! : e.payload;
+    packets.set(e.event_id, { ...body, event_id: e.event_id });
   }
   return packets;
 }
@@ -101,13 +107,13 @@ export async function packetsFor(events: NumberedEvent[], audit: AuditService): 
  */
 export const deliveryPauseForTests: { beforeSend?: (events: NumberedEvent[]) => Promise<void> } = {};
 
-export function createDelivery(namespaces: Namespaces, catchingUp: CatchingUp, audit: AuditService) {
+export function createDelivery(namespaces: Namespaces, catchingUp: CatchingUp, db: Queryable) {
   const control = controlHandlers(namespaces);
   const nsFor = (name: string): RealtimeNamespace | undefined =>
     REPLAYABLE['/'].includes(name) ? namespaces.main : REPLAYABLE['/admin'].includes(name) ? namespaces.admin : undefined;
 
   return async function deliver(events: NumberedEvent[]): Promise<void> {
-    const packets = await packetsFor(events, audit);
+    const packets = await packetsFor(events, db);
     await deliveryPauseForTests.beforeSend?.(events);
     for (const e of events) {
       const apply = control[e.name];

@@ -1,7 +1,7 @@
 // Socket.IO on the API's own port (/socket.io), API.md section 6. The handshake authenticates
 // with the same session check as HTTP; sockets join their rooms (user, session, general,
 // projects); a reconnecting client catches up from the database (replay.ts); events reach
-// sockets after commit, numbered in commit order (sequencer.ts), on every instance
+// sockets after commit, numbered in commit order (relay.ts), on every instance
 // (dispatcher.ts, delivery.ts). With REDIS_URL the Redis pub/sub adapter joins the instances,
 // and presence is shared through Redis (presence.ts).
 import { randomUUID } from 'node:crypto';
@@ -20,7 +20,7 @@ import { CatchingUp, createDelivery, type Namespaces } from './delivery.js';
 import { Dispatcher } from './dispatcher.js';
 import { createPresence } from './presence.js';
 import { catchUp, holdLive } from './replay.js';
-import { createSequencer } from './sequencer.js';
+import { createRelay } from './relay.js';
 import { projectRoom, sessionRoom, userRoom, type RealtimeNamespace, type RealtimeServer, type RealtimeSocket } from './sockets.js';
 
 /** Above it Socket.IO closes the connection (API.md section 6). */
@@ -57,8 +57,8 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
   });
   const namespaces: Namespaces = { main: io.of('/'), admin: io.of('/admin') };
   const catchingUp = new CatchingUp();
-  const dispatcher = new Dispatcher(db, createDelivery(namespaces, catchingUp, services.audit), log);
-  const sequencer = createSequencer(db, log, (events) => dispatcher.offer(events));
+  const dispatcher = new Dispatcher(db, createDelivery(namespaces, catchingUp, db), log);
+  const relay = createRelay(db, log, (events) => dispatcher.offer(events));
   const presence = createPresence({ redis, keyPrefix: config.redisKeyPrefix, instanceId, onError: (err) => log.warn({ err }, 'presence: Redis failed; retrying') });
   const trusted = trustedNetworks(config.trustProxy);
   // Disconnects whose presence change is still on its way: a graceful stop waits for them, so
@@ -152,7 +152,7 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
     try {
       if (withPresence) await followMemberships(socket);
       const position =
-        lastEventId === undefined ? dispatcher.position : await catchUp(socket, ns, lastEventId === 'invalid' ? -1 : lastEventId, { db, audit: services.audit, catchingUp, livePosition: () => dispatcher.position });
+        lastEventId === undefined ? dispatcher.position : await catchUp(socket, ns, lastEventId === 'invalid' ? -1 : lastEventId, { db, catchingUp, livePosition: () => dispatcher.position });
       if (withPresence) socket.emit('presence-snapshot', { online: await presence.online(), event_id: position });
     } catch (err) {
       log.warn({ err }, 'socket catch-up failed');
@@ -195,10 +195,12 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
     void welcome(socket, namespaces.admin, lastEventId, false);
   });
 
-  const unsubscribe = deps.outbox.onCommitted(() => sequencer.wake());
+  const unsubscribe = deps.commits.onCommitted((c) => {
+    if (c.events > 0) relay.wake();
+  });
   app.addHook('onReady', async () => {
     await dispatcher.start();
-    sequencer.start();
+    relay.start();
     presence.start((userIds) => announcePresence(userIds, false), (userIds) => announcePresence(userIds, true));
   });
   // Before the HTTP server stops: this instance's sockets go (local: through the Redis adapter a
@@ -207,14 +209,14 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
     unsubscribe();
     for (const ns of [namespaces.main, namespaces.admin]) ns.local.disconnectSockets(true);
     io.engine.close();
-    await Promise.all([sequencer.stop(), dispatcher.stop(), within(REDIS_GOODBYE_MS, Promise.all(leaving))]);
+    await Promise.all([relay.stop(), dispatcher.stop(), within(REDIS_GOODBYE_MS, Promise.all(leaving))]);
     // A Redis that hangs (no answer, no error) delays the stop by REDIS_GOODBYE_MS; what this
     // instance could not remove then expires, and a live instance sweeps its users offline.
     await within(REDIS_GOODBYE_MS, presence.stop().catch((err: unknown) => log.warn({ err }, 'presence: stop failed')));
     await Promise.all([pub, sub].map((c) => c && letGo(c)));
   });
 
-  return { io, dispatcher, sequencer };
+  return { io, dispatcher, relay };
 }
 
 /**

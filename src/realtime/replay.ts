@@ -6,7 +6,6 @@
 // from the buffer and from live delivery alike).
 // If what it missed is no longer kept, it is told so (resync-required) and refetches.
 import type { Database } from '../db/database.js';
-import type { AuditService } from '../modules/audit/audit.service.js';
 import { eventBounds, replayEvents } from '../modules/outbox/outbox.js';
 import { packetsFor, type CatchingUp } from './delivery.js';
 import { REPLAYABLE, eventRooms, type RealtimeNamespace, type RealtimeSocket } from './sockets.js';
@@ -27,7 +26,7 @@ export async function catchUp(
   socket: RealtimeSocket,
   ns: RealtimeNamespace,
   lastEventId: number | undefined,
-  deps: { db: Database; audit: AuditService; catchingUp: CatchingUp; livePosition: () => number },
+  deps: { db: Database; catchingUp: CatchingUp; livePosition: () => number },
 ): Promise<number> {
   const names = REPLAYABLE[ns.name === '/admin' ? '/admin' : '/'];
   // If the database fails midway, the buffer is still sent: the client then has what it had.
@@ -47,7 +46,7 @@ export async function catchUp(
       sent = lastEventId;
       for (;;) {
         const rows = await replayEvents(deps.db, sent, eventRooms(socket), names, BATCH);
-        const packets = await packetsFor(rows, deps.audit);
+        const packets = await packetsFor(rows, deps.db);
         for (const e of rows) {
           const packet = packets.get(e.event_id);
           if (packet) {

@@ -9,8 +9,9 @@
 //   2. `audit` and `emit` are bound to the transaction and the caller. An audited use case
 //      commits exactly one record, or says explicitly that nothing audited happened
 //      (`withoutRecord`); anything else fails the run (a bug, answered 500, nothing written).
-//      The record and the change's outbox events go out in one statement, after the change,
-//      pipelined with COMMIT.
+//      The record and the change's outbox row go out in one statement, after the change,
+//      pipelined with COMMIT; after commit the runner announces what the commit carried
+//      (commit-signal.ts), so that the relay and the sealer take it at once.
 //   3. A refusal (`refuse`) rolls everything back; then, for an audited use case, one DENIED
 //      record is written in a transaction of its own (API.md 5.3), and the domain error is
 //      thrown to the caller.
@@ -25,9 +26,9 @@ import { pgConstraint, pgErrorCode } from '../db/database.js';
 import { conflict, type DomainError } from '../domain/errors.js';
 import type { AuditAction, AuditEntry, AuditWriter, ResourceType } from '../modules/audit/audit.writer.js';
 import { addEvents, type OutboxEvent } from '../modules/outbox/outbox.js';
-import type { OutboxSignal } from '../modules/outbox/outbox-signal.js';
 import { liveActor } from '../modules/sessions/session-verdict.js';
 import { lockActor, type CallerLock } from '../modules/sessions/sessions.repository.js';
+import type { CommitSignal, Committed } from './commit-signal.js';
 
 /** A use case's name (for errors and logs) and the audit actions it may record. */
 export interface UseCase {
@@ -157,9 +158,11 @@ class Work implements UnitOfWork {
     return new CommittedFailure(error);
   }
 
-  /** Whether the run writes outbox rows (every audit record brings one for /admin). */
-  get writesOutbox(): boolean {
-    return this.record !== undefined || this.events.length > 0;
+  /** What the commit carries (a record brings its /admin event); undefined when nothing worth announcing. */
+  get carried(): Committed | undefined {
+    const audited = this.record !== undefined;
+    const events = this.events.length + (audited ? 1 : 0);
+    return audited || events > 0 ? { audited, events } : undefined;
   }
 
   /** Before COMMIT: the caller is still entitled, the record rule holds, and the record goes out. */
@@ -177,8 +180,8 @@ class Work implements UnitOfWork {
 export type UseCaseBody<T> = (uow: UnitOfWork) => Promise<T | CommittedFailure>;
 export type Run = <T>(ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, opts?: RunOptions) => Promise<T>;
 
-/** `outbox` is told after every commit that wrote outbox rows (real-time delivers them). */
-export function createRunner(db: Database, writer: AuditWriter, outbox: OutboxSignal): Run {
+/** `commits` is told after every commit that carried a record or events (the relay and the sealer take them). */
+export function createRunner(db: Database, writer: AuditWriter, commits: CommitSignal): Run {
   return async function run<T>(ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, opts: RunOptions = {}): Promise<T> {
     let outcome: T | CommittedFailure;
     try {
@@ -186,7 +189,8 @@ export function createRunner(db: Database, writer: AuditWriter, outbox: OutboxSi
         const work = new Work(tx, ctx, uc, opts.callerLock);
         const result = await body(work);
         await work.finish(writer);
-        if (work.writesOutbox) tx.afterCommit(() => outbox.committed());
+        const carried = work.carried;
+        if (carried) tx.afterCommit(() => commits.committed(carried));
         return result;
       });
     } catch (err) {
@@ -194,7 +198,7 @@ export function createRunner(db: Database, writer: AuditWriter, outbox: OutboxSi
         if (err.record) {
           const denied = err.record;
           await db.transaction(async (tx) => writer.record(tx, ctx, { ...denied, result: 'DENIED' }));
-          outbox.committed();
+          commits.committed({ audited: true, events: 1 });
         }
         throw err.error;
       }

@@ -63,6 +63,25 @@ export function assertBad(report: VerifyReport, firstBadId: number | undefined, 
   assert.match(report.problem!, problem);
 }
 
+/**
+ * Runs fn with every trigger on the audit tables disabled (the append-only guards, the seal's
+ * checks, audit_log_stamp), then enables each again exactly as it was (ALWAYS, or ordinary).
+ */
+export async function behindTheBack(q: Queryable, fn: () => Promise<unknown>): Promise<void> {
+  const triggers = await q.query<{ table: string; name: string; enabled: string }>(
+    `SELECT c.relname AS table, t.tgname AS name, t.tgenabled::text AS enabled FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+     WHERE NOT t.tgisinternal AND c.relname IN ('audit_log', 'audit_seal_batches', 'audit_tiles', 'audit_checkpoints') AND t.tgenabled <> 'D'`,
+  );
+  assert.ok(triggers.some((t) => t.name === 'audit_log_no_update' && t.enabled === 'A'), 'the append-only guard is ENABLE ALWAYS');
+  for (const t of triggers) await q.query(`ALTER TABLE ${t.table} DISABLE TRIGGER ${t.name}`);
+  await fn();
+  const modes: Record<string, string> = { O: '', A: 'ALWAYS', R: 'REPLICA' };
+  for (const t of triggers) await q.query(`ALTER TABLE ${t.table} ENABLE ${modes[t.enabled]} TRIGGER ${t.name}`);
+}
+
+/** A tamper committed in one owner transaction (the service never sees the guards down). */
+export const committed = (db: Database, fn: (q: Queryable) => Promise<unknown>) => db.transaction((tx) => behindTheBack(tx, () => fn(tx)));
+
 class Rollback extends Error {}
 
 /**

@@ -143,9 +143,9 @@ export async function countRows(server: TestServer, sql: string, params: unknown
   return rows[0]!.n;
 }
 
-/** Rows of the events outbox, oldest first. */
+/** Events in the outbox (one per item of its rows: the outbox_events view), oldest first; `id` is the row's. */
 export function eventRows(server: TestServer, where: string, params: unknown[] = []): Promise<EventRow[]> {
-  return server.owner.query<EventRow>(`SELECT id, name, room, payload FROM events WHERE ${where} ORDER BY id`, params);
+  return server.owner.query<EventRow>(`SELECT row_id AS id, name, room, payload FROM outbox_events WHERE ${where} ORDER BY row_id, position`, params);
 }
 
 /** Stored notifications, oldest first. */

@@ -72,7 +72,7 @@ export const SERVICE_LOGIN = 'teamlog_test_service';
  * Creates (once per cluster) the login the tests' services use. Roles are cluster-wide and
  * test files run in parallel, so a concurrent creation or grant is retried.
  */
-async function ensureServiceLogin(): Promise<void> {
+export async function ensureServiceLogin(): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     const c = new pg.Client({ connectionString: PG_BASE_URL });
     await c.connect();
@@ -97,36 +97,67 @@ async function ensureServiceLogin(): Promise<void> {
 
 /** A fresh, migrated database: in-memory PGlite, or a new PostgreSQL database. */
 export async function createTestDatabase(onError: (err: unknown) => void = () => {}): Promise<TestDatabase> {
-  if (!onPostgres) {
-    const db = await createPgliteDatabase(undefined, onError);
-    await migrate(databaseSession(db));
-    return { name: `pglite_${process.pid}_${randomBytes(4).toString('hex')}`, db, owner: db, databaseUrl: undefined, drop: () => db.close() };
-  }
+  if (!onPostgres) return openTestDatabase({ name: `pglite_${process.pid}_${randomBytes(4).toString('hex')}` }, onError);
   const name = `teamlog_test_${process.pid}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: PG_BASE_URL });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`); // name is generated above, never input
   await admin.end();
-  const url = withDatabase(PG_BASE_URL, name);
-  await migratePostgres(url);
-  // The service logs in as a non-superuser that is only a member of teamlog_app, as the
-  // README tells production to: a superuser login could SET ROLE NONE out of the role.
-  await ensureServiceLogin();
-  const serviceUrl = Object.assign(new URL(url), { username: SERVICE_LOGIN, password: '' }).toString();
-  const db = createPostgresDatabase({ url: serviceUrl, poolSize: 10, role: APP_ROLE, onError });
-  const owner = createPostgresDatabase({ url, poolSize: 3, onError });
+  const database = await openTestDatabase({ name, databaseUrl: withDatabase(PG_BASE_URL, name) }, onError);
   return {
-    name,
-    db,
-    owner,
-    databaseUrl: url,
+    ...database,
     async drop() {
-      await db.close();
-      await owner.close();
+      await database.drop();
       const c = new pg.Client({ connectionString: PG_BASE_URL });
       await c.connect();
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await c.end();
+    },
+  };
+}
+
+/** Where a test database is: PGlite in a data directory (none: in memory), or an existing PostgreSQL database. */
+export interface DatabaseLocation {
+  /** Unique among the databases of every test file running at once (names Redis keys too). */
+  name: string;
+  pgliteDir?: string;
+  /** The owner's connection string of an existing PostgreSQL database. */
+  databaseUrl?: string;
+}
+
+/**
+ * A database migrated by this checkout, and the app's and the owner's connections to it: on
+ * PostgreSQL the app logs in as a non-superuser that is only a member of teamlog_app, as the
+ * README tells production to (a superuser login could SET ROLE NONE out of the role). `drop`
+ * closes the connections and leaves the data.
+ */
+export async function openTestDatabase(where: DatabaseLocation, onError: (err: unknown) => void = () => {}): Promise<TestDatabase> {
+  if (where.databaseUrl === undefined) {
+    const db = await createPgliteDatabase(where.pgliteDir, onError);
+    try {
+      await migrate(databaseSession(db));
+    } catch (err) {
+      await db.close();
+      throw err;
+    }
+    return { name: where.name, db, owner: db, databaseUrl: undefined, drop: () => db.close() };
+  }
+  const url = where.databaseUrl;
+  await migratePostgres(url);
+  await ensureServiceLogin();
+  const serviceUrl = Object.assign(new URL(url), { username: SERVICE_LOGIN, password: '' }).toString();
+  const db = createPostgresDatabase({ url: serviceUrl, poolSize: 10, role: APP_ROLE, onError });
+  const owner = createPostgresDatabase({ url, poolSize: 3, onError });
+  let closed = false;
+  return {
+    name: where.name,
+    db,
+    owner,
+    databaseUrl: url,
+    async drop() {
+      if (closed) return;
+      closed = true;
+      await Promise.all([db.close(), owner.close()]);
     },
   };
 }

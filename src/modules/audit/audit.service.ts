@@ -8,7 +8,7 @@ import { notFound } from '../../domain/errors.js';
 import { useCase } from '../../use-cases/runner.js';
 import { pageOf, type Page, type PageRequest } from '../../domain/page.js';
 import { PERSONAL_MARKER, personalRefOf } from './audit.writer.js';
-import { findAuditRecord, findAuditRecords, findPersonalData, queryAuditLog, querySecurityLog, type AuditFilters, type AuditRow } from './audit.repository.js';
+import { findAuditRecord, findPersonalData, queryAuditLog, querySecurityLog, type AuditFilters, type AuditRow } from './audit.repository.js';
 
 export const REDACTED = '[redacted]';
 
@@ -37,11 +37,6 @@ export function createAuditService(deps: Deps) {
   return {
     async search(filters: AuditFilters, page: PageRequest): Promise<Page<AuditRow>> {
       return resolvedPage(pageOf(await queryAuditLog(db, filters, page.after, page.limit), page));
-    },
-
-    /** Records by id, as the API shows them (for the /admin namespace's audit-record events). */
-    async byIds(ids: number[]): Promise<AuditRow[]> {
-      return resolvePersonalData(db, await findAuditRecords(db, ids));
     },
 
     /** An export is itself audited (API.md 4): one EXPORT_AUDIT_LOG record, written before the first line. */

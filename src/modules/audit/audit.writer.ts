@@ -2,10 +2,16 @@
 // records through its unit of work, which holds the transaction, so a record commits or
 // rolls back with the change it describes, and is written after it. The record is sent, not
 // awaited (Tx.send): it travels with COMMIT, and if it fails the whole transaction fails.
+//
+// A record is also an event: the /admin namespace shows it live (API.md 5.7). So its statement
+// writes the transaction's outbox row too, the change's events and then the record's own, which
+// carries the record as it is sealed (personal values as their refs: none in the outbox; delivery
+// puts the values back) so that delivery reads nothing back. One statement instead of two: the
+// hot write paths pay per statement.
 import type { Tx } from '../../db/database.js';
 import { send, statements } from '../../db/statements.js';
 import type { RequestContext } from '../../context.js';
-import { eventColumns, eventsInsert, type OutboxEvent } from '../outbox/outbox.js';
+import { itemsParam, outboxInsert, type OutboxEvent } from '../outbox/outbox.js';
 import { newPersonalDataRef } from './personal-data.js';
 
 export const AUDIT_ACTIONS = [
@@ -54,26 +60,23 @@ export interface AuditEntry {
 
 export interface AuditWriter {
   /**
-   * Sends the record of a change in the change's transaction. `events` are the change's outbox
-   * rows: they are written by the record's own statement, so an audited change with real-time
-   * events costs one statement for both instead of two (the hot write paths pay per statement).
+   * Sends the record of a change in the change's transaction, with the transaction's outbox row:
+   * `events` (the change's), then the record's own /admin event.
    */
   record(tx: Tx, ctx: RequestContext, entry: AuditEntry, events?: OutboxEvent[]): void;
 }
 
 const S = statements('audit-writer', {
-  // The record, the change's outbox events ($10..$12, possibly none), and the record's own
-  // event for the /admin namespace (its id only: no personal data in the outbox), in one
-  // statement. A data-modifying WITH runs to completion whether or not the main query reads it.
+  // The record, then the transaction's outbox row: the change's events ($10, a JSON array,
+  // possibly empty) and the record's /admin event, whose payload is the record without its id and
+  // timestamp ($11), which the database gives (the timestamp as text: db/timestamps.ts formats it).
   insert: {
     text: `WITH record AS (
     INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
-  ), outbox AS (
-    ${eventsInsert(10)}
-    UNION ALL SELECT 'audit-record', 'admin', jsonb_build_object('id', id) FROM record
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, "timestamp"
   )
-  SELECT 1`,
+  ${outboxInsert(`$10::jsonb || jsonb_build_array(jsonb_build_object('name', 'audit-record', 'room', 'admin',
+    'payload', $11::jsonb || jsonb_build_object('id', record.id, 'timestamp', record."timestamp"::text))) FROM record`)}`,
     prepare: true,
   },
   // Salted refs are never shared, so no conflict is expected: one would fail the transaction
@@ -81,6 +84,12 @@ const S = statements('audit-writer', {
   insertPersonalData: `INSERT INTO audit_personal_data (ref, subject_user_id, value, salt)
   SELECT ref, $2::bigint, value, decode(salt, 'hex') FROM unnest($1::text[], $3::text[], $4::text[]) AS p(ref, value, salt)`,
 });
+
+const MAX_IP = 64;
+const MAX_USER_AGENT = 512;
+
+/** Lone surrogates as U+FFFD, as the driver stores them in a text column (String.prototype.toWellFormed, ES2024). */
+const wellFormed = (s: string) => s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
 
 export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
   function record(tx: Tx, ctx: RequestContext, entry: AuditEntry, events: OutboxEvent[] = []): void {
@@ -98,18 +107,24 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
     if (personal.length > 0) {
       send(tx, S.insertPersonalData, [personal.map((p) => p.ref), subject, personal.map((p) => p.value), personal.map((p) => p.salt)]);
     }
-    const values = [
-      entry.actorId !== undefined ? entry.actorId : (ctx.actor?.id ?? null),
-      entry.action,
-      entry.resourceType,
-      entry.resourceId,
-      entry.result ?? 'SUCCESS',
-      JSON.stringify(metadata),
-      ctx.ip,
-      ctx.userAgent?.slice(0, 512) ?? null,
-      ctx.requestId,
-    ];
-    send(tx, S.insert, [...values, ...eventColumns(events)]);
+    const record = {
+      actor_id: entry.actorId !== undefined ? entry.actorId : (ctx.actor?.id ?? null),
+      action: entry.action,
+      resource_type: entry.resourceType,
+      resource_id: entry.resourceId,
+      result: entry.result ?? 'SUCCESS',
+      metadata,
+      // Bounded as audit_log holds them (migrations/0008): a sealed form must fit a tlog-tiles entry.
+      ip: ctx.ip?.slice(0, MAX_IP) ?? null,
+      // Well formed: a cut through a surrogate pair would leave a lone surrogate, which jsonb (the /admin event) refuses.
+      user_agent: ctx.userAgent === null || ctx.userAgent === undefined ? null : wellFormed(ctx.userAgent.slice(0, MAX_USER_AGENT)),
+      request_id: ctx.requestId,
+    };
+    const metadataJson = JSON.stringify(metadata);
+    send(tx, S.insert, [
+      record.actor_id, record.action, record.resource_type, record.resource_id, record.result, metadataJson, record.ip, record.user_agent, record.request_id,
+      itemsParam(events), JSON.stringify(record),
+    ]);
   }
 
   return { record };

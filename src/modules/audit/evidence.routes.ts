@@ -1,6 +1,7 @@
 // The audit log's evidence over HTTP (API.md 4, audit log): verification, the newest signed
 // checkpoint, RFC 6962 proofs, the public keys, and the export. Registered inside the audit
 // routes' plugin, so the same ADMIN-only hook guards them.
+import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -8,8 +9,10 @@ import { authedContext } from '../../http/request-context.js';
 import { IdParams, errorResponses } from '../../http/schemas.js';
 import type { ProducesConfig } from '../../http/conventions.js';
 import type { AuditService } from './audit.service.js';
-import { CheckpointJson, ConsistencyProof, ConsistencyQuery, ExportQuery, InclusionProof, ProofQuery, PublicKey, VerifyReport } from './evidence.schemas.js';
+import { CheckpointJson, ConsistencyProof, ConsistencyQuery, ExportQuery, InclusionProof, ProofQuery, PublicKey, TilePathParams, VerifyReport } from './evidence.schemas.js';
 import type { EvidenceService } from './integrity/evidence.service.js';
+import { parseTilePath } from './integrity/tiles.js';
+import { invalid } from '../../domain/errors.js';
 
 const security = [{ bearer: [] }];
 const tags = ['audit'];
@@ -25,6 +28,10 @@ const EXPORT_EXAMPLE = {
     '1042,2026-11-22T08:15:30.512Z,1,CHANGE_USER_ROLE,USER,7,SUCCESS,203.0.113.24,curl/8.5.0,0b7d5c1e-5a3f-4f0e-9c8b-2f1d6e4a7b90,' +
     '"{""oldRole"":""USER"",""newRole"":""ADMIN""}",1041,n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=\r\n',
 };
+
+const CHECKPOINT_NOTE_EXAMPLE =
+  'teamlog.example.com/audit\n1042\nn4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=\ntime 2026-11-22T08:15:35.000Z\n' +
+  'prev Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=\n\n— teamlog.example.com/audit obLD1BzSJFlIxWuxKwY12E7VLpK03yh2GhY0giL/+79WMHflTwBR+fLVL7bHv6bIyxEy0083higdI/hrR2eHCMijtLA=\n';
 
 /** Whether the client asked for the signed note itself rather than JSON. */
 const wantsNote = (accept: string | undefined) => !!accept && /(^|,)\s*text\/plain/i.test(accept) && !/application\/json/i.test(accept);
@@ -86,12 +93,63 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
     schema: {
       operationId: 'getInclusionProof', tags, security,
       summary: 'RFC 6962 inclusion proof of one record (ADMIN)',
-      description: 'Against the tree of `tree_size` records (default: the newest checkpoint\'s). 404 until the record is sealed and covered by a checkpoint.',
+      description:
+        'Against the tree of `tree_size` records (default: the newest checkpoint\'s), with the record\'s sealed form (`sealed`), from which a client ' +
+        'recomputes the leaf (SHA-256 of 0x00 and its RFC 8785 canonical JSON). 404 until the record is sealed and covered by a checkpoint. ' +
+        'Every proof is checked before it is served: the stored tree at `tree_size` must extend, or be extended by, the newest signed checkpoint, ' +
+        'and the proof must lead to its root; a record or a stored tree changed behind the service\'s back is 409 CONFLICT, never a proof that fails.',
       params: IdParams,
       querystring: ProofQuery,
-      response: { 200: InclusionProof, ...errorResponses(400, 401, 403, 404) },
+      response: { 200: InclusionProof, ...errorResponses(400, 401, 403, 404, 409) },
     },
     handler: (request) => evidence.inclusionProof(request.params.id, request.query.tree_size),
+  });
+
+  api.get('/audit-logs/tlog/checkpoint', {
+    config: { produces: ['text/plain'] } satisfies ProducesConfig,
+    schema: {
+      operationId: 'getTlogCheckpoint', tags, security,
+      summary: 'The newest checkpoint\'s signed note, as C2SP tlog-tiles serves it (ADMIN)',
+      description: 'The `checkpoint` of a tiled log (c2sp.org/tlog-tiles), text/plain; the same note as GET /audit-logs/checkpoints/latest. 404 until the first records are sealed.',
+      response: {
+        200: {
+          description: 'A C2SP tlog-checkpoint signed note',
+          content: { 'text/plain': { schema: { type: 'string', maxLength: 2048 }, example: CHECKPOINT_NOTE_EXAMPLE } },
+        },
+        ...errorResponses(401, 403, 404),
+      },
+    },
+    handler: async (_request, reply) => reply.type('text/plain; charset=utf-8').send((await evidence.checkpointNote()) as never),
+  });
+
+  api.get('/audit-logs/tlog/tile/*', {
+    config: { produces: ['application/octet-stream'] } satisfies ProducesConfig,
+    schema: {
+      operationId: 'getTlogTile', tags, security,
+      summary: 'A C2SP tlog-tiles hash tile or entry bundle (ADMIN)',
+      description:
+        '`tile/<L>/<N>[.p/<W>]`: the W (256 without `.p/W`) 32-byte hashes of tree level 8·L from node N·256, N written as tlog-tiles writes it ' +
+        '(`x001/x234/067`). `tile/entries/<N>[.p/<W>]`: records seq N·256 … N·256+W−1, each a big-endian uint16 length and the RFC 8785 bytes of ' +
+        'its sealed form (its leaf is SHA-256 of 0x00 and them). A full tile never changes (cached a year, immutable); a partial one is served for ' +
+        'any width the sealed tree holds, 404 beyond it. Check tiles against a checkpoint: GET /audit-logs/tlog/checkpoint.',
+      params: TilePathParams,
+      response: {
+        200: {
+          description: 'The tile\'s bytes: 32 a hash, or for an entry bundle a 2-byte length before each record\'s canonical JSON',
+          content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary', maxLength: 16_777_728 }, example: '(256 × 32 bytes: the hashes, back to back)' } },
+        },
+        ...errorResponses(400, 401, 403, 404, 409),
+      },
+    },
+    handler: async (request, reply) => {
+      const path = parseTilePath(`tile/${request.params['*']}`);
+      if (!path) throw invalid('/path', 'must be a tlog-tiles tile path: tile/<L>/<N>[.p/<W>] or tile/entries/<N>[.p/<W>], N as x001/x234/067');
+      const { bytes, full } =
+        path.level === 'entries' ? await evidence.entries(path.index, path.width) : await evidence.tile(path.level, path.index, path.width);
+      reply.header('cache-control', full ? 'private, max-age=31536000, immutable' : 'private, no-cache');
+      reply.header('etag', `"${createHash('sha1').update(bytes).digest('base64url')}"`);
+      return reply.type('application/octet-stream').send(bytes as never);
+    },
   });
 
   api.get('/audit-logs/export', {

@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import { Count, Id, StringEnum, Timestamp, named } from '../../http/schemas.js';
-import { AuditQuery } from './audit.schemas.js';
+import { AuditQuery, AuditRecord } from './audit.schemas.js';
 
 const Base64Hash = Type.String({ maxLength: 44, pattern: '^[A-Za-z0-9+/]{43}=$', description: 'SHA-256, standard base64 (32 bytes)' });
 const TreeSize = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, format: 'int64', description: 'A number of sealed records' });
@@ -33,7 +33,9 @@ export const VerifyReport = named(
         'Personal values (side table) checked against the keyed refs their sealed records commit to; values erased by `teamlog audit redact` have nothing to check. ' +
         'null when verification had no key to check them with',
     }),
-    first_bad_id: Type.Optional({ ...Id, description: 'The first record found changed, inserted, or (for a removed one) the first surviving record after the gap' }),
+    first_bad_id: Type.Optional({ ...Id, description: 'The first record found changed, inserted, sealed twice, or (for a removed one) the first surviving record after the gap' }),
+    first_bad_tile: Type.Optional(Type.String({ maxLength: 80, description: 'The first stored tile (tlog-tiles path) that is not the tile the records make: the stored tree was changed' })),
+    first_unsealed_id: Type.Optional({ ...Id, description: 'Sealing has stopped: the first committed record still waiting for its seal' }),
     problem: Type.Optional(Type.String({ maxLength: 2000, description: 'What was found, in words' })),
   }),
   { ok: true, records_checked: 1042, checkpoints_checked: 37, head: { seq: 1041, tree_size: 1042, root_hash: HASH_EXAMPLE }, personal_values_checked: 12 },
@@ -94,6 +96,22 @@ export const PublicKey = named(
 
 export const ProofQuery = Type.Object({ tree_size: Type.Optional(TreeSize) }, { additionalProperties: false });
 
+/** The record as it was sealed (API.md 5.4): its API fields, personal values as their refs. */
+export const SealedAuditRecord = named(
+  'SealedAuditRecord',
+  Type.Object(
+    {
+      ...AuditRecord.properties,
+      metadata: Type.Object({}, { additionalProperties: true, description: 'As sealed: each personal value (emails) as {"$personal": "<keyed hash>"}, never the value' }),
+    },
+    { description: 'The record as it was sealed; its leaf is SHA-256(0x00 ‖ RFC 8785 canonical JSON of this object)' },
+  ),
+  {
+    id: 1042, actor_id: 1, action: 'LOGIN_FAILURE', resource_type: 'USER', resource_id: 7, timestamp: '2026-11-22T08:15:30.512Z', result: 'FAILURE',
+    metadata: { email: { $personal: '3q2+7w' }, reason: 'bad_password' }, ip: '203.0.113.24', user_agent: 'curl/8.5.0', request_id: '0b7d5c1e-5a3f-4f0e-9c8b-2f1d6e4a7b90',
+  },
+);
+
 export const InclusionProof = named(
   'AuditInclusionProof',
   Type.Object({
@@ -102,9 +120,19 @@ export const InclusionProof = named(
     tree_size: TreeSize,
     leaf_hash: Base64Hash,
     audit_path: Type.Array(Base64Hash, { maxItems: 64, description: 'RFC 6962 PATH(seq, D[tree_size]), leaf side first' }),
+    sealed: SealedAuditRecord,
   }),
-  { id: 1042, seq: 1041, tree_size: 1042, leaf_hash: HASH_EXAMPLE, audit_path: ['Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=', 'tq1GQ5dpFjrQ8y2kmV0bHk8pC2sJw9vXoR4c3nZ7aEk='] },
+  {
+    id: 1042, seq: 1041, tree_size: 1042, leaf_hash: HASH_EXAMPLE, audit_path: ['Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=', 'tq1GQ5dpFjrQ8y2kmV0bHk8pC2sJw9vXoR4c3nZ7aEk='],
+    sealed: {
+      id: 1042, actor_id: 1, action: 'CHANGE_USER_ROLE', resource_type: 'USER', resource_id: 7, timestamp: '2026-11-22T08:15:30.512Z', result: 'SUCCESS',
+      metadata: { oldRole: 'USER', newRole: 'ADMIN' }, ip: '203.0.113.24', user_agent: 'curl/8.5.0', request_id: '0b7d5c1e-5a3f-4f0e-9c8b-2f1d6e4a7b90',
+    },
+  },
 );
+
+/** `tile/<L>/<N>[.p/<W>]` or `tile/entries/<N>[.p/<W>]` after `tile/` (tiles.ts parses it). */
+export const TilePathParams = Type.Object({ '*': Type.String({ maxLength: 64, description: 'The tile\'s path after tile/: <L>/<N>[.p/<W>] or entries/<N>[.p/<W>]' }) });
 
 export const ConsistencyQuery = Type.Object({ from: TreeSize, to: TreeSize }, { additionalProperties: false });
 

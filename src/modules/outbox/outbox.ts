@@ -1,9 +1,10 @@
-// The events outbox: rows written in the same transaction as their change, so that they are
-// delivered after commit (never for a rolled-back change) and replayed from here for
-// EVENT_RETENTION_HOURS. Each row carries its transaction's id; once the transaction has
-// committed, the sequencer (realtime/sequencer.ts) gives the row its event_id, in commit order.
-// Rows are sent, not awaited (Tx.send): they travel with the transaction's next statement.
-import { COMMITTED } from '../../db/commit-order.js';
+// The outbox: a transaction's real-time events, written in that transaction as one row (its
+// items, in the order they were emitted), so that they are delivered after commit, never for a
+// rolled-back change, and replayed from here for EVENT_RETENTION_HOURS. A row is never updated:
+// the relay (realtime/relay.ts) reads committed rows in commit order (db/commit-order.ts) and
+// numbers their items as it reads, keeping one outbox_batches row per batch; replay reads the
+// events back through those rows.
+import { committedReader, type PositionColumns } from '../../db/commit-order.js';
 import type { Queryable, Tx } from '../../db/database.js';
 import { query, send, statements } from '../../db/statements.js';
 
@@ -15,70 +16,105 @@ export interface OutboxEvent {
   payload: Record<string, unknown>;
 }
 
-/** An outbox row that has its event_id. */
+/** An event with its event_id. */
 export interface NumberedEvent extends OutboxEvent {
   event_id: number;
 }
 
+/** A committed outbox row as the relay reads it. */
+export interface OutboxRow {
+  items: OutboxEvent[];
+}
+
+export interface OutboxBatchRow extends PositionColumns {
+  last_event_id: number;
+}
+
+/** An outbox row's items as the one jsonb parameter it is written with. */
+export const itemsParam = (events: OutboxEvent[]): string => JSON.stringify(events);
+
+/** The insert of one outbox row whose items are the jsonb expression `items` (the audit writer appends its record's event to the change's). */
+export const outboxInsert = (items: string) => `INSERT INTO outbox (items) SELECT ${items}`;
+
+// The outbox never reads after a point of the previous release's order (the migration numbered
+// what that release left): its batches have no after_xact and after_id.
+const POSITION_COLUMNS = 'after_snapshot::text, NULL::text AS after_xact, NULL::bigint AS after_id, snapshot::text, through_id';
+
 /**
- * The outbox insert with its parameters numbered from `first` (names, rooms and payloads, as
- * arrays: see eventColumns), for a statement that writes events beside another row: the audit
- * writer sends a change's record and its events as one statement.
+ * The items of the batches from the one holding event `$1 + 1` on (the first to end past it),
+ * each with its event_id: a batch's events are its rows' items in row order, numbered from
+ * first_event_id. Batches and their rows are pruned together, so no row of a kept batch is missing.
  */
-export function eventsInsert(first: number): string {
-  return `INSERT INTO events (name, room, payload)
-     SELECT * FROM unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::jsonb[])`;
-}
-
-/** The parameters of eventsInsert: one array per column, in the events' order (ids follow it). */
-export function eventColumns(events: OutboxEvent[]): [string[], string[], string[]] {
-  return [events.map((e) => e.name), events.map((e) => e.room), events.map((e) => JSON.stringify(e.payload))];
-}
-
-const COLUMNS = 'event_id, name, room, payload';
+const numberedFrom = (filter: string) => `SELECT b.first_event_id + x.n - 1 AS event_id, x.item->>'name' AS name, x.item->>'room' AS room, x.item->'payload' AS payload
+  FROM outbox_batches b
+  CROSS JOIN LATERAL (
+    SELECT i.item, row_number() OVER (ORDER BY r.ord, i.ord) AS n
+      FROM unnest(b.row_ids) WITH ORDINALITY AS r(id, ord)
+      JOIN outbox o ON o.id = r.id
+      CROSS JOIN LATERAL jsonb_array_elements(o.items) WITH ORDINALITY AS i(item, ord)
+  ) x
+ WHERE b.last_event_id > $1 AND b.first_event_id + x.n - 1 > $1${filter}
+ ORDER BY b.last_event_id, x.n LIMIT $2`;
 
 const S = statements('outbox', {
-  insert: { text: eventsInsert(1), prepare: true },
-  // Numbers the committed rows not numbered yet, oldest transaction first, with the next ids
-  // of event_sequence (dense: the sequencer's advisory lock makes it the only writer).
-  number: `WITH batch AS (
-    SELECT id, row_number() OVER (ORDER BY xact_id, id) AS n FROM events
-     WHERE event_id IS NULL AND ${COMMITTED}
-     ORDER BY xact_id, id LIMIT $1
-  ), counter AS (
-    UPDATE event_sequence SET last_event_id = last_event_id + (SELECT count(*) FROM batch)
-     WHERE EXISTS (SELECT 1 FROM batch)
-    RETURNING last_event_id - (SELECT count(*) FROM batch) AS before
-  )
-  UPDATE events e SET event_id = counter.before + batch.n FROM batch, counter WHERE e.id = batch.id
-  RETURNING ${COLUMNS}`,
-  // Committed rows still unnumbered after a batch: they wait behind a transaction still running.
-  // The first in the partial index's order, not EXISTS (evidence.repository.ts, "waiting", says why).
-  waiting: 'SELECT true AS waiting FROM events WHERE event_id IS NULL ORDER BY xact_id, id LIMIT 1',
+  insert: { text: `INSERT INTO outbox (items) VALUES ($1::jsonb)`, prepare: true },
+  lastBatch: `SELECT last_event_id, ${POSITION_COLUMNS} FROM outbox_batches ORDER BY last_event_id DESC LIMIT 1`,
+  insertBatch: `INSERT INTO outbox_batches (first_event_id, event_count, row_ids, after_snapshot, snapshot, through_id)
+   VALUES ($1, $2, $3::bigint[], $4::pg_snapshot, $5::pg_snapshot, $6)`,
   // Tells every instance's dispatcher (LISTEN) that events up to $1 are numbered; sent at commit.
   announce: `SELECT pg_notify('teamlog_events', $1::text)`,
-  after: `SELECT ${COLUMNS} FROM events WHERE event_id > $1 ORDER BY event_id LIMIT $2`,
+  after: numberedFrom(''),
   // What a reconnecting client missed: the replayable events of its rooms, in order.
-  replay: `SELECT ${COLUMNS} FROM events WHERE event_id > $1 AND room = ANY ($2) AND name = ANY ($3) ORDER BY event_id LIMIT $4`,
+  replay: numberedFrom(` AND x.item->>'room' = ANY ($3) AND x.item->>'name' = ANY ($4)`),
   // The last event_id given out, and the oldest still kept (null when none is).
-  bounds: 'SELECT (SELECT last_event_id FROM event_sequence) AS last, (SELECT min(event_id) FROM events) AS oldest',
-  prune: 'DELETE FROM events WHERE created_at < now() - make_interval(hours => $1)',
+  bounds: `SELECT (SELECT max(last_event_id) FROM outbox_batches) AS last,
+     (SELECT first_event_id FROM outbox_batches WHERE event_count > 0 ORDER BY last_event_id LIMIT 1) AS oldest`,
+  // The oldest batches first, a bounded number at a time, with their rows; never the newest batch
+  // (it says where the relay stands and which event_id comes next).
+  prune: `WITH doomed AS (
+    DELETE FROM outbox_batches WHERE last_event_id IN (
+      SELECT last_event_id FROM outbox_batches
+       WHERE created_at < now() - make_interval(hours => $1)
+         AND last_event_id < (SELECT max(last_event_id) FROM outbox_batches)
+       ORDER BY last_event_id LIMIT $2)
+    RETURNING row_ids
+  ), rows AS (
+    DELETE FROM outbox WHERE id IN (SELECT unnest(row_ids) FROM doomed)
+  )
+  SELECT count(*)::int AS n FROM doomed`,
 });
 
+/** The relay's reader: committed outbox rows, in commit order (db/commit-order.ts). */
+export const committedOutbox = committedReader<OutboxRow>('outbox-reader', 'outbox', 't.items');
+
+/** The events of a transaction, as its one outbox row (none for none). */
 export function addEvents(tx: Tx, events: OutboxEvent[]): void {
   if (events.length === 0) return;
-  send(tx, S.insert, eventColumns(events));
+  send(tx, S.insert, [itemsParam(events)]);
 }
 
-export const numberEvents = (tx: Tx, limit: number) => query<NumberedEvent>(tx, S.number, [limit]);
-export const eventsWaiting = async (tx: Tx) => (await query<{ waiting: boolean }>(tx, S.waiting)).length > 0;
+export const lastOutboxBatch = async (q: Queryable) => (await query<OutboxBatchRow>(q, S.lastBatch))[0];
+
+export function insertOutboxBatch(tx: Tx, firstEventId: number, eventCount: number, rowIds: number[], p: PositionColumns): void {
+  send(tx, S.insertBatch, [firstEventId, eventCount, rowIds, p.after_snapshot, p.snapshot, p.through_id]);
+}
+
 export const announceEvents = (tx: Tx, upTo: number) => send(tx, S.announce, [upTo]);
 export const eventsAfter = (q: Queryable, eventId: number, limit: number) => query<NumberedEvent>(q, S.after, [eventId, limit]);
 export const replayEvents = (q: Queryable, afterId: number, rooms: string[], names: readonly string[], limit: number) =>
-  query<NumberedEvent>(q, S.replay, [afterId, rooms, names, limit]);
+  query<NumberedEvent>(q, S.replay, [afterId, limit, rooms, names]);
 
 export async function eventBounds(q: Queryable): Promise<{ last: number; oldest: number | null }> {
-  return (await query<{ last: number; oldest: number | null }>(q, S.bounds))[0]!;
+  const row = (await query<{ last: number | null; oldest: number | null }>(q, S.bounds))[0]!;
+  return { last: row.last ?? 0, oldest: row.oldest };
 }
 
-export const pruneEvents = (q: Queryable, retentionHours: number) => query(q, S.prune, [retentionHours]);
+/** Deletes the batches (and their rows) older than the retention, `chunk` batches a statement; answers how many batches went. */
+export async function pruneEvents(q: Queryable, retentionHours: number, chunk = 10_000): Promise<number> {
+  let pruned = 0;
+  for (;;) {
+    const n = (await query<{ n: number }>(q, S.prune, [retentionHours, chunk]))[0]!.n;
+    pruned += n;
+    if (n < chunk) return pruned;
+  }
+}

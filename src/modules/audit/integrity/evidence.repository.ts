@@ -1,25 +1,22 @@
-// The evidence tables (migrations/0004_audit_evidence.sql): the seal, the stored tree nodes,
-// the checkpoints, the signing keys and the log's origin. Hashes travel into PostgreSQL as hex
-// text (one form for both drivers) and come back as bytea.
-import { COMMITTED } from '../../../db/commit-order.js';
+// The evidence tables (migrations/0004_audit_evidence.sql, 0008_snapshot_batches.sql): the seal
+// (one row per batch: its seqs, record ids and leaves), the tree as tlog-tiles, the checkpoints,
+// the signing keys and the log's origin. Tile hashes travel into PostgreSQL as hex text (one
+// form for both drivers) and come back as bytea.
+import { committedReader, type LowerBound, type PositionColumns, type SnapshotText } from '../../../db/commit-order.js';
 import type { Queryable, Tx } from '../../../db/database.js';
 import { query, send, statements } from '../../../db/statements.js';
 import type { AuditRow } from '../audit.repository.js';
-import type { Hash, NodeKey } from './merkle.js';
-import { CANONICAL_HEAD_SQL, CANONICAL_METADATA_SQL, CANONICAL_TAIL_SQL } from './sealed-form.js';
+import type { Hash } from './merkle.js';
+import { CANONICAL_HEAD_SQL, CANONICAL_METADATA_SQL, CANONICAL_TAIL_SQL, EXACT_SQL } from './sealed-form.js';
 
 const RECORD_COLUMNS = 'a.id, a.actor_id, a.action, a.resource_type, a.resource_id, a."timestamp", a.result, a.metadata, a.ip, a.user_agent, a.request_id';
 const CHECKPOINT_COLUMNS = 'id, tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at';
+const POSITION_COLUMNS = 'after_snapshot::text, after_xact::text, after_id, snapshot::text, through_id';
 
-export interface SealCursor {
-  seq: number;
-  record_id: number;
-  /** xid8 as text: beyond 2^53 in principle, so never a JS number. */
-  record_xact_id: string;
-}
-
-export interface RecordToSeal extends AuditRow {
-  xact_id: string;
+export interface SealBatchRow extends PositionColumns {
+  first_seq: number;
+  next_seq: number;
+  sealed_at: string;
 }
 
 export interface CheckpointRow {
@@ -49,62 +46,85 @@ export interface SealedRow extends AuditRow {
   present: boolean;
 }
 
+/** A stored tile: `width` hashes of tree level 8·level from node idx·256. */
+export interface TileRow {
+  level: number;
+  idx: number;
+  width: number;
+  hashes: Uint8Array;
+}
+
+/**
+ * The seal from seq $1 on, record by record, with `extra` columns of the record `a` (a LEFT JOIN:
+ * a deleted record shows as a gap). A batch's arrays are unnested once per batch (leaves are
+ * bytea[]: a single bytea would be read again for every record). Each record by its key, always:
+ * the lateral subquery is not flattened (OFFSET 0), so the planner cannot turn a read of 20,000
+ * records into a hash join over the whole audit_log or a parallel plan.
+ */
+const sealedFrom = (extra: string) => `SELECT b.first_seq + u.ord - 1 AS seq, u.id AS record_id, u.leaf AS leaf_hash, ${extra}
+   FROM audit_seal_batches b
+   CROSS JOIN LATERAL unnest(b.record_ids, b.leaves) WITH ORDINALITY AS u(id, leaf, ord)
+   LEFT JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = u.id OFFSET 0) a ON true
+   WHERE b.first_seq >= (SELECT COALESCE(max(first_seq), 0) FROM audit_seal_batches WHERE first_seq <= $1)
+     AND b.first_seq + u.ord - 1 >= $1
+   ORDER BY b.first_seq, u.ord LIMIT $2`;
+
 // The sealer's reads are planned per call, not prepared: a prepared statement keeps the
 // generic plan of its first run on its connection, and on tables whose statistics say "empty"
 // (analyzed before the first record) that plan is a sequential scan, kept while the table
-// grows to millions of rows. Preparing them once sealed a backlog at 1,950 records/s instead
-// of 24,000 (test/prepared-statements.test.ts).
+// grows to millions of rows (test/prepared-statements.test.ts).
 const S = statements('evidence', {
-  cursor: 'SELECT seq, record_id, record_xact_id::text AS record_xact_id FROM audit_seal ORDER BY seq DESC LIMIT 1',
-  // The next committed records in commit order, after the cursor (audit_log_commit_order_idx).
-  toSeal: `SELECT ${RECORD_COLUMNS}, a.xact_id::text AS xact_id FROM audit_log a
-   WHERE (a.xact_id, a.id) > ($1::xid8, $2::bigint) AND a.${COMMITTED}
-   ORDER BY a.xact_id, a.id LIMIT $3`,
-  // Committed records beyond the cursor that the batch could not take: behind a running
-  // transaction. The first such record in index order, not EXISTS: under EXISTS a generic plan
-  // expects a third of the table past any position and scans audit_log from its start for the
-  // first match, which a caught-up sealer never finds (190 ms and the buffer cache churned on
-  // every idle poll at a million records); ORDER BY … LIMIT 1 is one index descent.
-  waiting: 'SELECT true AS waiting FROM audit_log WHERE (xact_id, id) > ($1::xid8, $2::bigint) ORDER BY xact_id, id LIMIT 1',
-  insertSeals: `INSERT INTO audit_seal (seq, record_id, record_xact_id, leaf_hash)
-   SELECT s, r, x, decode(h, 'hex') FROM unnest($1::bigint[], $2::bigint[], $3::xid8[], $4::text[]) AS t(s, r, x, h)`,
-  insertNodes: `INSERT INTO audit_tree_nodes (level, idx, hash)
-   SELECT l, i, decode(h, 'hex') FROM unnest($1::smallint[], $2::bigint[], $3::text[]) AS t(l, i, h)`,
-  // Stored nodes by key: level 0 is a leaf (audit_seal), above it audit_tree_nodes.
-  nodes: `SELECT k.level, k.idx, COALESCE(n.hash, s.leaf_hash) AS hash
-   FROM unnest($1::smallint[], $2::bigint[]) AS k(level, idx)
-   LEFT JOIN audit_tree_nodes n ON k.level > 0 AND n.level = k.level AND n.idx = k.idx
-   LEFT JOIN audit_seal s ON k.level = 0 AND s.seq = k.idx`,
-  sealOf: 'SELECT seq, leaf_hash FROM audit_seal WHERE record_id = $1',
-  sealedSize: 'SELECT COALESCE(max(seq) + 1, 0) AS size FROM audit_seal',
+  lastBatch: `SELECT first_seq, next_seq, sealed_at, ${POSITION_COLUMNS} FROM audit_seal_batches ORDER BY first_seq DESC LIMIT 1`,
+  insertBatch: `INSERT INTO audit_seal_batches (first_seq, record_ids, leaves, record_span, after_snapshot, after_xact, after_id, snapshot, through_id)
+   SELECT $1, $2::bigint[], ARRAY(SELECT decode(h, 'hex') FROM unnest($3::text[]) WITH ORDINALITY AS l(h, n) ORDER BY n),
+          int8range($4, $5, '[]'), $6::pg_snapshot, $7::xid8, $8, $9::pg_snapshot, $10`,
+  insertTiles: `INSERT INTO audit_tiles (level, idx, width, hashes)
+   SELECT l, i, w, decode(h, 'hex') FROM unnest($1::smallint[], $2::bigint[], $3::smallint[], $4::text[]) AS t(l, i, w, h)`,
+  // Each asked tile (level, idx) at the narrowest stored width of at least the one asked: one
+  // descent of the primary key each, whatever the table's size.
+  tiles: `SELECT k.level, k.idx, t.width, t.hashes
+   FROM unnest($1::smallint[], $2::bigint[], $3::smallint[]) AS k(level, idx, width)
+   CROSS JOIN LATERAL (SELECT width, hashes FROM audit_tiles t WHERE t.level = k.level AND t.idx = k.idx AND t.width >= k.width ORDER BY t.width LIMIT 1) t`,
+  // Full tiles of one level in index order, from $2 (the verifier compares them with its own).
+  fullTilesFrom: `SELECT level, idx, width, hashes FROM audit_tiles WHERE level = $1 AND width = 256 AND idx >= $2 ORDER BY idx LIMIT $3`,
+  // Stored partial tiles of one level (the verifier checks each is a prefix of its tile).
+  partialTiles: `SELECT level, idx, width, hashes FROM audit_tiles WHERE level = $1 AND width < 256 ORDER BY idx, width`,
+  // Leaves of seqs [$1, $2), from the batches that hold them (level 0 beyond its full tiles).
+  leaves: `SELECT b.first_seq + u.ord - 1 AS seq, u.leaf
+   FROM audit_seal_batches b CROSS JOIN LATERAL unnest(b.leaves) WITH ORDINALITY AS u(leaf, ord)
+   WHERE b.first_seq >= (SELECT COALESCE(max(first_seq), 0) FROM audit_seal_batches WHERE first_seq <= $1) AND b.first_seq < $2
+     AND b.first_seq + u.ord - 1 >= $1 AND b.first_seq + u.ord - 1 < $2
+   ORDER BY b.first_seq, u.ord`,
+  sealOf: `SELECT b.first_seq + u.ord - 1 AS seq, u.leaf AS leaf_hash
+   FROM audit_seal_batches b CROSS JOIN LATERAL unnest(b.record_ids, b.leaves) WITH ORDINALITY AS u(id, leaf, ord)
+   WHERE b.record_span @> $1::bigint AND u.id = $1
+   ORDER BY b.first_seq LIMIT 1`,
   latestCheckpoint: `SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints ORDER BY id DESC LIMIT 1`,
   checkpointsAfter: `SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE id > $1 ORDER BY id LIMIT $2`,
   insertCheckpoint: `INSERT INTO audit_checkpoints (tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at)
    VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, decode($5, 'hex'), $6, $7)`,
-  // The seal from seq $1 on, with its records (a LEFT JOIN: a deleted record shows as a gap).
-  // Each record by its key, always: the lateral subquery is not flattened (OFFSET 0), so the
-  // planner cannot turn a read of 20,000 records into a hash join over the whole audit_log
-  // (280 ms a read once the seal had statistics) or a parallel plan (30 ms to start workers).
-  sealedFrom: {
-    text: `SELECT s.seq, s.record_id, s.leaf_hash, ${RECORD_COLUMNS}, a.id IS NOT NULL AS present
-   FROM audit_seal s LEFT JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true
-   WHERE s.seq >= $1 ORDER BY s.seq LIMIT $2`,
-    prepare: true,
-  },
+  sealedFrom: { text: sealedFrom(`${RECORD_COLUMNS}, a.id IS NOT NULL AS present`), prepare: true },
   // The same for the verifier, each record as its sealed form's canonical text in three parts
   // (sealed-form.ts; null when the record is gone).
-  sealedCanonicalFrom: {
-    text: `SELECT s.seq, s.record_id, s.leaf_hash, ${CANONICAL_HEAD_SQL} AS head, ${CANONICAL_METADATA_SQL} AS metadata, ${CANONICAL_TAIL_SQL} AS tail
-   FROM audit_seal s LEFT JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true
-   WHERE s.seq >= $1 ORDER BY s.seq LIMIT $2`,
-    prepare: true,
-  },
-  // Records in an id range that are at or behind the sealer's cursor in commit order and yet
-  // have no seal: nobody but someone behind the service's back puts a record there.
-  unsealedBehind: `SELECT a.id FROM audit_log a
-   WHERE a.id >= $1 AND a.id < $2 AND (a.xact_id, a.id) <= ($3::xid8, $4::bigint)
-     AND NOT EXISTS (SELECT 1 FROM audit_seal s WHERE s.record_id = a.id)
-   ORDER BY a.id LIMIT 1`,
+  sealedCanonicalFrom: { text: sealedFrom(`${CANONICAL_HEAD_SQL} AS head, ${CANONICAL_METADATA_SQL} AS metadata, ${CANONICAL_TAIL_SQL} AS tail, ${EXACT_SQL} AS exact`), prepare: true },
+  // Records of an id range that the sealer has taken, by its position: those visible in its last
+  // snapshot ($3; for the previous release's seal, those up to the point ($4, $5) in (xact_id, id)
+  // order), less, while a pair is unfinished, the pair's rows past its last id ($9): those not
+  // below the pair's lower bound ($6, or the point ($7, $8)).
+  consumedIds: `SELECT a.id FROM audit_log a
+   WHERE a.id >= $1 AND a.id < $2
+     AND CASE WHEN $3::pg_snapshot IS NOT NULL THEN pg_visible_in_snapshot(a.xact_id, $3::pg_snapshot)
+              ELSE (a.xact_id < $4::xid8 OR (a.xact_id = $4::xid8 AND a.id <= $5::bigint)) END
+     AND NOT ($9::bigint IS NOT NULL AND a.id > $9::bigint
+              AND NOT CASE WHEN $6::pg_snapshot IS NOT NULL THEN pg_visible_in_snapshot(a.xact_id, $6::pg_snapshot)
+                           ELSE (a.xact_id < $7::xid8 OR (a.xact_id = $7::xid8 AND a.id <= $8::bigint)) END)
+   ORDER BY a.id`,
+  // Stored partial tiles of (level, idx) that are not a prefix of the tile $3 (recomputed).
+  badPartialTile: `SELECT width FROM audit_tiles
+   WHERE level = $1 AND idx = $2 AND width < 256 AND (width * 32 > octet_length($3::bytea) OR hashes <> substring($3::bytea FROM 1 FOR width * 32))
+   ORDER BY width LIMIT 1`,
+  // A stored tile of the level beyond the tile (idx, width) at the tree's edge: none should exist.
+  tileBeyond: `SELECT level, idx, width FROM audit_tiles WHERE level = $1 AND (idx > $2 OR (idx = $2 AND width > $3)) ORDER BY idx, width LIMIT 1`,
   maxRecordId: 'SELECT COALESCE(max(id), 0) AS id FROM audit_log',
   origin: 'SELECT origin FROM audit_log_origin',
   setOrigin: 'INSERT INTO audit_log_origin (origin) VALUES ($1) ON CONFLICT (singleton) DO NOTHING',
@@ -114,35 +134,43 @@ const S = statements('evidence', {
   keys: 'SELECT key_id, algorithm, public_key, note_verifier_key, created_at FROM audit_signing_keys ORDER BY created_at, key_id',
 });
 
-export const sealCursor = async (q: Queryable) => (await query<SealCursor>(q, S.cursor))[0];
+/** A committed record as the sealer reads it (db/commit-order.ts), with its timestamp for the stall check. */
+export type CommittedRecord = AuditRow;
 
-export const recordsToSeal = (tx: Tx, after: SealCursor | undefined, limit: number) =>
-  query<RecordToSeal>(tx, S.toSeal, [after?.record_xact_id ?? '0', after?.record_id ?? 0, limit]);
+/** The sealer's reader: committed audit records in commit order. */
+export const committedRecords = committedReader<CommittedRecord>('audit-reader', 'audit_log', RECORD_COLUMNS.replace('a.id, ', '').replaceAll('a.', 't.'));
 
-export const recordsWaiting = async (tx: Tx, after: SealCursor | undefined) =>
-  (await query<{ waiting: boolean }>(tx, S.waiting, [after?.record_xact_id ?? '0', after?.record_id ?? 0])).length > 0;
+export const lastSealBatch = async (q: Queryable) => (await query<SealBatchRow>(q, S.lastBatch))[0];
+export const sealedSize = async (q: Queryable) => (await lastSealBatch(q))?.next_seq ?? 0;
 
-export function insertSeals(tx: Tx, seals: Array<{ seq: number; recordId: number; xactId: string; leaf: Hash }>): void {
-  send(tx, S.insertSeals, [seals.map((s) => s.seq), seals.map((s) => s.recordId), seals.map((s) => s.xactId), seals.map((s) => s.leaf.toString('hex'))]);
+export function insertSealBatch(tx: Tx, firstSeq: number, recordIds: number[], leaves: Hash[], position: PositionColumns): void {
+  const span = recordIds.reduce((m, id) => ({ min: Math.min(m.min, id), max: Math.max(m.max, id) }), { min: Infinity, max: -Infinity });
+  send(tx, S.insertBatch, [
+    firstSeq, recordIds, leaves.map((l) => l.toString('hex')), span.min, span.max,
+    position.after_snapshot, position.after_xact, position.after_id, position.snapshot, position.through_id,
+  ]);
 }
 
-export function insertNodes(tx: Tx, nodes: Array<{ key: NodeKey; hash: Hash }>): void {
-  if (nodes.length === 0) return;
-  send(tx, S.insertNodes, [nodes.map((n) => n.key.level), nodes.map((n) => n.key.index), nodes.map((n) => n.hash.toString('hex'))]);
+export function insertTiles(tx: Tx, tiles: Array<{ level: number; index: number; hashes: Buffer }>): void {
+  if (tiles.length === 0) return;
+  send(tx, S.insertTiles, [tiles.map((t) => t.level), tiles.map((t) => t.index), tiles.map((t) => t.hashes.length / 32), tiles.map((t) => t.hashes.toString('hex'))]);
 }
 
-/** The stored hashes of these nodes, keyed `level:index`; a missing one is absent from the map. */
-export async function fetchNodes(q: Queryable, keys: NodeKey[]): Promise<Map<string, Hash>> {
-  const unique = [...new Map(keys.map((k) => [`${k.level}:${k.index}`, k])).values()];
-  if (unique.length === 0) return new Map();
-  const rows = await query<{ level: number; idx: number; hash: Uint8Array | null }>(q, S.nodes, [unique.map((k) => k.level), unique.map((k) => k.index)]);
-  const found = new Map<string, Hash>();
-  for (const r of rows) if (r.hash) found.set(`${r.level}:${r.idx}`, Buffer.from(r.hash));
-  return found;
+/** Stored tiles at the narrowest width of at least the one asked, keyed `level/idx`; level-0 partial tiles are not stored (see leavesBetween). */
+export async function storedTiles(q: Queryable, wanted: Array<{ level: number; index: number; width: number }>): Promise<Map<string, TileRow>> {
+  if (wanted.length === 0) return new Map();
+  const rows = await query<TileRow>(q, S.tiles, [wanted.map((w) => w.level), wanted.map((w) => w.index), wanted.map((w) => w.width)]);
+  return new Map(rows.map((r) => [`${r.level}/${r.idx}`, r]));
 }
+
+export const fullTilesFrom = (q: Queryable, level: number, fromIndex: number, limit: number) => query<TileRow>(q, S.fullTilesFrom, [level, fromIndex, limit]);
+export const partialTiles = (q: Queryable, level: number) => query<TileRow>(q, S.partialTiles, [level]);
+
+/** The leaves of seqs [from, to), in order, from the seal's batches. */
+export const leavesBetween = async (q: Queryable, from: number, to: number) =>
+  (await query<{ seq: number; leaf: Uint8Array }>(q, S.leaves, [from, to]));
 
 export const sealOf = async (q: Queryable, recordId: number) => (await query<{ seq: number; leaf_hash: Uint8Array }>(q, S.sealOf, [recordId]))[0];
-export const sealedSize = async (q: Queryable) => (await query<{ size: number }>(q, S.sealedSize))[0]!.size;
 export const latestCheckpoint = async (q: Queryable) => (await query<CheckpointRow>(q, S.latestCheckpoint))[0];
 export const checkpointsAfter = (q: Queryable, afterId: number, limit: number) => query<CheckpointRow>(q, S.checkpointsAfter, [afterId, limit]);
 
@@ -155,8 +183,8 @@ export function insertCheckpoint(
 
 /** A sealed record with its record's sealed form as canonical text in three parts (sealed-form.ts); all null where the record row is gone. */
 export type SealedCanonicalRow = { seq: number; record_id: number; leaf_hash: Uint8Array } & (
-  | { head: string; metadata: string; tail: string }
-  | { head: null; metadata: null; tail: null }
+  | { head: string; metadata: string; tail: string; exact: boolean }
+  | { head: null; metadata: null; tail: null; exact: null }
 );
 
 /** The seal from seq `fromSeq` on, each record as its sealed form's canonical text in three parts. */
@@ -165,8 +193,29 @@ export const sealedCanonicalFrom = (q: Queryable, fromSeq: number, limit: number
 /** The seal from seq `fromSeq` on with its records' columns: `present` is false where the record row is gone. */
 export const sealedRowsFrom = (q: Queryable, fromSeq: number, limit: number) => query<SealedRow>(q, S.sealedFrom, [fromSeq, limit]);
 
-export const firstUnsealedBehind = async (q: Queryable, fromId: number, toId: number, cursor: SealCursor) =>
-  (await query<{ id: number }>(q, S.unsealedBehind, [fromId, toId, cursor.record_xact_id, cursor.record_id]))[0]?.id;
+/** What the sealer has taken, as consumedIds reads it: up to `upper`, less the rest of an unfinished pair. */
+export interface Consumed {
+  upper: LowerBound;
+  unfinished: { lower: LowerBound; afterId: number } | null;
+}
+
+/** A bound as three parameters: the snapshot, or the point's xact_id and id. */
+function boundParams(b: LowerBound | undefined): [SnapshotText | null, string | null, number | null] {
+  if (!b) return [null, null, null];
+  return 'snapshot' in b ? [b.snapshot, null, null] : [null, b.xact, b.id];
+}
+
+/** Ids in [fromId, toId) of records the sealer's position says it has taken: each must be sealed. */
+export const consumedIds = async (q: Queryable, fromId: number, toId: number, c: Consumed) =>
+  (await query<{ id: number }>(q, S.consumedIds, [fromId, toId, ...boundParams(c.upper), ...boundParams(c.unfinished?.lower), c.unfinished?.afterId ?? null])).map((r) => r.id);
+
+/** The narrowest stored partial tile of (level, index) that is not a prefix of `tile`, if any. */
+export const badPartialTile = async (q: Queryable, level: number, index: number, tile: Buffer) =>
+  (await query<{ width: number }>(q, S.badPartialTile, [level, index, tile]))[0]?.width;
+
+/** A stored tile of `level` beyond (index, width), the tree's edge at that level, if any. */
+export const tileBeyond = async (q: Queryable, level: number, index: number, width: number) =>
+  (await query<{ level: number; idx: number; width: number }>(q, S.tileBeyond, [level, index, width]))[0];
 export const maxRecordId = async (q: Queryable) => (await query<{ id: number }>(q, S.maxRecordId))[0]!.id;
 
 export const storedOrigin = async (q: Queryable) => (await query<{ origin: string }>(q, S.origin))[0]?.origin;

@@ -1,21 +1,32 @@
 // The audit log's evidence as the API and the CLI serve it: the newest checkpoint, the public
-// keys, inclusion and consistency proofs from the stored tree, and verification.
+// keys, inclusion and consistency proofs, the tree as C2SP tlog-tiles, verification and the export.
+//
+// Proofs are computed from the stored tiles, which are evidence, not trusted state: before one
+// is served, the root it leads to is tied to the newest checkpoint (verified under this service's
+// keys) by a consistency proof from the same tiles, and the proof itself is checked against that
+// root. A stored tree changed behind the service's back yields a 409, never a proof that fails
+// an outsider's check.
 import { Readable } from 'node:stream';
 import type { Database } from '../../../db/database.js';
 import type { Actor } from '../../../context.js';
 import { liveActor } from '../../sessions/session-verdict.js';
 import { lookupSession } from '../../sessions/sessions.repository.js';
 import { requireAuditor } from '../audit-access.js';
-import type { AuditFilters } from '../audit.repository.js';
-import { invalid, notFound } from '../../../domain/errors.js';
+import { findAuditRecord, type AuditFilters } from '../audit.repository.js';
+import { conflict, invalid, notFound } from '../../../domain/errors.js';
+import { checkCheckpoint } from './checkpoint-check.js';
 import { presentCheckpoint } from './evidence.presenter.js';
-import { fetchNodes, latestCheckpoint, sealedSize, sealOf, signingKeys } from './evidence.repository.js';
+import { latestCheckpoint, sealedRowsFrom, sealedSize, sealOf, signingKeys, type CheckpointRow } from './evidence.repository.js';
 import { exportAuditLog, type ExportFormat } from './export.js';
 import { establishIdentity, type LogIdentity } from './log-identity.js';
-import { consistencyProof, consistencyProofNodes, inclusionProof, inclusionProofNodes } from './merkle.js';
-import { nodeSource } from './sealer.js';
+import {
+  consistencyProof, consistencyProofNodes, inclusionProof, inclusionProofNodes, rootHash, rootNodes, verifyConsistency, verifyInclusion, type Hash, type NodeKey,
+} from './merkle.js';
+import { sealedEntry, sealedForm, sealingLeaf } from './sealed-form.js';
 import { noteVerifier } from './signed-note.js';
 import type { SigningKey } from './signing-key.js';
+import { readTile, storedNodes } from './tile-store.js';
+import { encodeEntryBundle, TILE_WIDTH, tileWidthAt } from './tiles.js';
 import { verifyDatabase, type VerifyReport } from './verifier.js';
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
@@ -36,10 +47,16 @@ export interface EvidenceOptions {
   previousVerifierKeys?: string[];
   /** The keys personal-data refs may have been written with (secrets.ts), for verification. */
   personalDataKeys?: Buffer[];
+  /** How long committed records may wait unsealed, with no seal made meanwhile, before sealing counts as stopped. */
+  sealStallMs?: number;
 }
 
+/** The stored tree disagrees with its signed checkpoint: what is served from it would not verify. */
+const damaged = (what: string) =>
+  conflict('CONFLICT', `${what} does not agree with the signed checkpoint: the stored audit evidence was changed. Run \`teamlog audit verify\`.`);
+
 export function createEvidenceService(db: Database, key: SigningKey, options: EvidenceOptions = {}) {
-  const { origin: configuredOrigin, previousVerifierKeys = [], personalDataKeys = [] } = options;
+  const { origin: configuredOrigin, previousVerifierKeys = [], personalDataKeys = [], sealStallMs } = options;
   let identity: Promise<LogIdentity> | undefined;
 
   /** The origin and the registered key, settled once per process (and retried if that failed). */
@@ -49,6 +66,47 @@ export function createEvidenceService(db: Database, key: SigningKey, options: Ev
       throw err;
     });
     return identity;
+  }
+
+  /** The newest checkpoint, which must verify under a key this service trusts. */
+  async function trustedCheckpoint(): Promise<CheckpointRow | undefined> {
+    const checkpoint = await latestCheckpoint(db);
+    if (!checkpoint) return undefined;
+    const id = await logIdentity();
+    if (!checkCheckpoint(checkpoint.note, id.trusted, { treeSize: checkpoint.tree_size, rootHash: Buffer.from(checkpoint.root_hash) }).ok) throw damaged('The newest checkpoint');
+    return checkpoint;
+  }
+
+  /**
+   * The root of the stored tree at `size`, tied to the newest checkpoint: a consistency proof
+   * between the two sizes, from the same tiles, must verify against the signed root. Answers the
+   * root and a node source over every tile read (the caller's own nodes included).
+   */
+  async function anchoredRoot(size: number, extra: NodeKey[]): Promise<{ root: Hash; nodes: (k: NodeKey) => Hash }> {
+    const checkpoint = await trustedCheckpoint();
+    if (!checkpoint) throw notFound('Checkpoint');
+    const signed = Buffer.from(checkpoint.root_hash);
+    const [small, large] = size <= checkpoint.tree_size ? [size, checkpoint.tree_size] : [checkpoint.tree_size, size];
+    let nodes: (k: NodeKey) => Hash;
+    let root: Hash;
+    let proof: Hash[];
+    let otherRoot: Hash;
+    try {
+      nodes = await storedNodes(db, [...rootNodes(size), ...consistencyProofNodes(small, large), ...rootNodes(checkpoint.tree_size), ...extra]);
+      root = rootHash(size, nodes);
+      otherRoot = rootHash(checkpoint.tree_size, nodes);
+      proof = consistencyProof(small, large, nodes);
+    } catch {
+      throw damaged('The stored tree (a tile is missing)');
+    }
+    const ok = size <= checkpoint.tree_size ? verifyConsistency(small, large, root, signed, proof) : verifyConsistency(small, large, signed, root, proof);
+    if (!ok || !otherRoot.equals(signed)) throw damaged('The stored tree');
+    return { root, nodes };
+  }
+
+  async function requireSealed(size: number, field: string): Promise<void> {
+    const sealed = await sealedSize(db);
+    if (size > sealed) throw invalid(`/${field}`, `must be at most the number of sealed records (${sealed})`);
   }
 
   return {
@@ -64,7 +122,10 @@ export function createEvidenceService(db: Database, key: SigningKey, options: Ev
       return (await signingKeys(db)).map((k) => ({ key_id: k.key_id, algorithm: k.algorithm, public_key: k.public_key, note_verifier_key: k.note_verifier_key, created_at: k.created_at }));
     },
 
-    /** RFC 6962 inclusion proof of a record in the tree of `treeSize` leaves (default: the newest checkpoint's). */
+    /**
+     * RFC 6962 inclusion proof of a record in the tree of `treeSize` leaves (default: the newest
+     * checkpoint's), with the record's sealed form, from which a client recomputes the leaf.
+     */
     async inclusionProof(recordId: number, treeSize?: number) {
       const seal = await sealOf(db, recordId);
       // Unsealed and nonexistent records look alike: a proof exists only once a record is sealed.
@@ -75,15 +136,59 @@ export function createEvidenceService(db: Database, key: SigningKey, options: Ev
         throw invalid('/tree_size', `must be greater than the record's seq (${seal.seq})`);
       }
       await requireSealed(size, 'tree_size');
-      const proof = inclusionProof(seal.seq, size, nodeSource(await fetchNodes(db, inclusionProofNodes(seal.seq, size))));
-      return { id: recordId, seq: seal.seq, tree_size: size, leaf_hash: b64(seal.leaf_hash), audit_path: proof.map(b64) };
+      const record = await findAuditRecord(db, recordId);
+      if (!record) throw damaged(`Sealed record ${recordId} (it no longer exists)`);
+      const sealed = sealedForm(record);
+      const leaf = sealingLeaf(sealed).leaf;
+      if (!leaf.equals(seal.leaf_hash)) throw damaged(`Record ${recordId} (it no longer matches its seal)`);
+      const keys = inclusionProofNodes(seal.seq, size);
+      const { root, nodes } = await anchoredRoot(size, keys);
+      const proof = inclusionProof(seal.seq, size, nodes);
+      if (!verifyInclusion(leaf, seal.seq, size, proof, root)) throw damaged(`The stored tree around record ${recordId}`);
+      return { id: recordId, seq: seal.seq, tree_size: size, leaf_hash: b64(seal.leaf_hash), audit_path: proof.map(b64), sealed };
     },
 
     async consistencyProof(from: number, to: number) {
       if (from > to) throw invalid('/from', 'must not be greater than to');
       await requireSealed(to, 'to');
-      const proof = consistencyProof(from, to, nodeSource(await fetchNodes(db, consistencyProofNodes(from, to))));
+      const keys = [...consistencyProofNodes(from, to), ...rootNodes(from)];
+      const { root, nodes } = await anchoredRoot(to, keys);
+      const proof = consistencyProof(from, to, nodes);
+      if (!verifyConsistency(from, to, rootHash(from, nodes), root, proof)) throw damaged('The stored tree');
       return { from, to, proof: proof.map(b64) };
+    },
+
+    /** The newest checkpoint's signed note (C2SP tlog-tiles' `checkpoint`). */
+    async checkpointNote(): Promise<string> {
+      const c = await latestCheckpoint(db);
+      if (!c) throw notFound('Checkpoint');
+      return c.note;
+    },
+
+    /**
+     * A hash tile as stored: the first `width` hashes of tile (level, index), for any width the
+     * sealed tree holds (a full tile only once the tree has filled it); 404 beyond. Clients check
+     * tiles against a checkpoint themselves, as tlog-tiles intends.
+     */
+    async tile(level: number, index: number, width: number): Promise<{ bytes: Buffer; full: boolean }> {
+      const held = tileWidthAt(await sealedSize(db), level, index);
+      if (width > held) throw notFound('Tile');
+      const bytes = await readTile(db, level, index, width);
+      if (!bytes) throw damaged(`Tile ${level}/${index}`);
+      return { bytes, full: width === TILE_WIDTH };
+    },
+
+    /** The entry bundle of records seq index·256 … index·256 + width − 1: each record's sealed form, canonical (RFC 8785). */
+    async entries(index: number, width: number): Promise<{ bytes: Buffer; full: boolean }> {
+      const held = tileWidthAt(await sealedSize(db), 0, index);
+      if (width > held) throw notFound('Entry bundle');
+      const rows = await sealedRowsFrom(db, index * TILE_WIDTH, width);
+      const entries = rows.map((row) => {
+        if (!row.present) throw damaged(`Sealed record ${row.record_id} (it no longer exists)`);
+        return sealedEntry(row).entry;
+      });
+      if (entries.length !== width) throw damaged('The seal');
+      return { bytes: encodeEntryBundle(entries), full: width === TILE_WIDTH };
     },
 
     /**
@@ -107,15 +212,11 @@ export function createEvidenceService(db: Database, key: SigningKey, options: Ev
         anchors: [noteVerifier(id.origin, key.privateKey)],
         origin: id.origin,
         personalDataKeys,
+        ...(sealStallMs !== undefined ? { sealStallMs } : {}),
         ...options,
       });
     },
   };
-
-  async function requireSealed(size: number, field: string): Promise<void> {
-    const sealed = await sealedSize(db);
-    if (size > sealed) throw invalid(`/${field}`, `must be at most the number of sealed records (${sealed})`);
-  }
 }
 
 export type EvidenceService = ReturnType<typeof createEvidenceService>;

@@ -4,67 +4,65 @@
 //
 // NDJSON (API.md 4, audit-log export): for each record covered by the newest checkpoint, in
 // seq order, `{type: "record", record, sealed, seq, leaf_hash, audit_path}`; then the records
-// the checkpoint does not cover yet, in commit order, with `seq: null` and no proof; and last
+// the checkpoint does not cover yet (sealed since, then not sealed yet), in commit order, with
+// `seq: null` and no proof; and last
 // `{type: "checkpoint", …the checkpoint, export: {filters, records, …}}`. An outside auditor
 // checks it with the public key alone (verify-export.ts). CSV: the same records, one row each,
 // for people and spreadsheets, with cells that a spreadsheet would run as a formula defused.
 import type { Queryable } from '../../../db/database.js';
 import { where } from '../../../db/conditions.js';
-import { query, statements } from '../../../db/statements.js';
 import { auditFilterConditions, type AuditFilters, type AuditRow } from '../audit.repository.js';
 import { resolvePersonalData } from '../audit.service.js';
 import { PERSONAL_MARKER } from '../audit.writer.js';
-import { fetchNodes, latestCheckpoint } from './evidence.repository.js';
+import { committedRecords, lastSealBatch, latestCheckpoint } from './evidence.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
-import { inclusionProof, inclusionProofNodes, nodeHashBase64, type Hash, type NodeKey } from './merkle.js';
+import { inclusionProof, inclusionProofNodes, nodeHashBase64, verifyInclusion, type Hash, type NodeKey, type NodeSource } from './merkle.js';
 import { integerText } from './integer-text.js';
 import { OutputBuffer, utf8Bound } from './output-buffer.js';
 import { SEALED_FORM_JSON, sealedForm } from './sealed-form.js';
+import { readTiles, storedNodes } from './tile-store.js';
+import { TILE_WIDTH, tileKey } from './tiles.js';
 
 export type ExportFormat = 'ndjson' | 'csv';
 
 const RECORD_COLUMNS = 'a.id, a.actor_id, a.action, a.resource_type, a.resource_id, a."timestamp", a.result, a.metadata, a.ip, a.user_agent, a.request_id';
 
-const S = statements('export', {
-  sealAt: 'SELECT record_xact_id::text AS xact_id, record_id FROM audit_seal WHERE seq = $1',
-  // Every leaf of the block of seqs [$1, $2), as base64 end to end (44 characters each:
-  // PostgreSQL breaks base64 lines at 76 only), for a filtered export, whose rows lack some.
-  leaves: `SELECT string_agg(encode(leaf_hash, 'base64'), '' ORDER BY seq) AS hashes FROM audit_seal WHERE seq >= $1 AND seq < $2`,
-});
-
 type SealedExportRow = AuditRow & { seq: number; leaf: string };
 /** A sealed record for an NDJSON line: its sealed form as JSON text, made by PostgreSQL. */
 type SealedLineRow = { seq: number; leaf: string; record_json: string };
-type PendingExportRow = AuditRow & { xact_id: string };
 
 /**
  * Sealed records with seq in [from, to) that match the filters, in seq order: as columns (CSV)
- * or as the sealed form's JSON text (NDJSON). Each record by its key (the lateral subquery is
- * not flattened): a block costs the same whatever the filters and the statistics, where a join
- * left to the planner could scan all of audit_log for each block.
+ * or as the sealed form's JSON text (NDJSON). The seal's batches are unnested once each; each
+ * record by its key (the lateral subquery is not flattened): a block costs the same whatever the
+ * filters and the statistics, where a join left to the planner could scan all of audit_log for
+ * each block.
  */
 function sealedChunk<R>(q: Queryable, form: 'columns' | 'json', f: AuditFilters, from: number, to: number) {
-  const w = where(`export_sealed_${form}`, [[(p) => `s.seq >= ${p}`, from], [(p) => `s.seq < ${p}`, to], ...auditFilterConditions(f, 'a.')]);
+  const w = where(`export_sealed_${form}`, [
+    [(p) => `b.first_seq >= (SELECT COALESCE(max(first_seq), 0) FROM audit_seal_batches WHERE first_seq <= ${p})`, from],
+    [(p) => `b.first_seq < ${p}`, to],
+    [(p) => `b.first_seq + u.ord - 1 >= ${p}`, from],
+    [(p) => `b.first_seq + u.ord - 1 < ${p}`, to],
+    ...auditFilterConditions(f, 'a.'),
+  ]);
   w.params.push(to - from);
   const columns = form === 'json' ? `${SEALED_FORM_JSON} AS record_json` : RECORD_COLUMNS;
   return q.query<R>(
-    `SELECT s.seq, encode(s.leaf_hash, 'base64') AS leaf, ${columns} FROM audit_seal s JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = s.record_id OFFSET 0) a ON true ${w.clause} ORDER BY s.seq LIMIT $${w.params.length}`,
+    `SELECT b.first_seq + u.ord - 1 AS seq, encode(u.leaf, 'base64') AS leaf, ${columns}
+       FROM audit_seal_batches b CROSS JOIN LATERAL unnest(b.record_ids, b.leaves) WITH ORDINALITY AS u(id, leaf, ord)
+       JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = u.id OFFSET 0) a ON true
+       ${w.clause} ORDER BY b.first_seq, u.ord LIMIT $${w.params.length}`,
     w.params,
     { prepareAs: w.prepareAs },
   );
 }
 
-/** Records after a point in commit order (the last one the checkpoint covers) that match the filters. */
-function pendingChunk(q: Queryable, f: AuditFilters, after: { xact_id: string; record_id: number }, limit: number) {
-  // The position travels as one parameter, "<xact_id>:<id>" (a condition has one placeholder).
-  const position = (p: string) => `(a.xact_id, a.id) > (split_part(${p}, ':', 1)::xid8, split_part(${p}, ':', 2)::bigint)`;
-  const w = where('export_pending', [[position, `${after.xact_id}:${after.record_id}`], ...auditFilterConditions(f, 'a.')]);
-  w.params.push(limit);
-  return q.query<PendingExportRow>(
-    `SELECT ${RECORD_COLUMNS}, a.xact_id::text AS xact_id FROM audit_log a ${w.clause} ORDER BY a.xact_id, a.id LIMIT $${w.params.length}`,
-    w.params,
-    { prepareAs: w.prepareAs },
-  );
+/** Records of these ids that match the filters, in the ids' order. */
+function matching(q: Queryable, f: AuditFilters, ids: number[]) {
+  const w = where('export_pending', [[(p) => `a.id = ANY (${p}::bigint[])`, ids], ...auditFilterConditions(f, 'a.')]);
+  w.params.push(ids);
+  return q.query<AuditRow>(`SELECT ${RECORD_COLUMNS} FROM audit_log a ${w.clause} ORDER BY array_position($${w.params.length}::bigint[], a.id)`, w.params, { prepareAs: w.prepareAs });
 }
 
 export interface ExportOptions {
@@ -90,24 +88,40 @@ interface Block<R> {
   rows: R[];
   /** Every leaf of the block in base64, when the rows are filtered (else the rows carry them). */
   leaves?: string[];
-  /** The stored nodes outside the block that its records' proofs need. */
-  outside: Map<string, Hash>;
+  /** The stored nodes outside the block that its records' proofs need (stored tiles). */
+  outside: NodeSource;
+  /** The checkpoint's root: each block's proofs are checked against it before they are written. */
+  root: Hash;
+}
+
+/** Every leaf of the seqs [from, to) in base64, from the level-0 tiles that hold them. */
+async function blockLeaves(db: Queryable, from: number, to: number): Promise<string[]> {
+  const wanted = [];
+  for (let index = Math.floor(from / TILE_WIDTH); index * TILE_WIDTH < to; index++) {
+    wanted.push({ level: 0, index, width: Math.min(TILE_WIDTH, to - index * TILE_WIDTH) });
+  }
+  const tiles = await readTiles(db, wanted);
+  const leaves: string[] = [];
+  for (let seq = from; seq < to; seq++) {
+    const tile = tiles.get(tileKey(0, Math.floor(seq / TILE_WIDTH)));
+    const at = (seq % TILE_WIDTH) * 32;
+    if (!tile || tile.length < at + 32) throw new Error(`the audit seal of seqs [${from}, ${to}) is incomplete`);
+    leaves.push(tile.toString('base64', at, at + 32));
+  }
+  return leaves;
 }
 
 /**
  * The block of seqs [from, to) for NDJSON: its matching rows as JSON text and what their proofs
  * need besides them, read side by side (none depends on another's answer).
  */
-async function readProofBlock(db: Queryable, f: AuditFilters, from: number, to: number, size: number): Promise<Block<SealedLineRow>> {
+async function readProofBlock(db: Queryable, f: AuditFilters, from: number, to: number, size: number, root: Hash): Promise<Block<SealedLineRow>> {
   const rows = sealedChunk<SealedLineRow>(db, 'json', f, from, to);
   const inside = insideBlock(from, to);
   const outsideKeys = [...inclusionProofNodes(from, size), ...inclusionProofNodes(to - 1, size)].filter((k) => !inside(k));
   const filtered = auditFilterConditions(f, 'a.').some(([, value]) => value !== undefined);
-  const [r, outside, leaves] = await Promise.all([rows, fetchNodes(db, outsideKeys), filtered ? query<{ hashes: string | null }>(db, S.leaves, [from, to]) : undefined]);
-  if (!leaves) return { size, rows: r, outside };
-  const text = leaves[0]?.hashes ?? '';
-  if (text.length !== (to - from) * B64_HASH) throw new Error(`audit seal of seqs [${from}, ${to}) is incomplete`);
-  return { size, rows: r, outside, leaves: Array.from({ length: to - from }, (_, i) => text.slice(i * B64_HASH, (i + 1) * B64_HASH)) };
+  const [r, outside, leaves] = await Promise.all([rows, storedNodes(db, outsideKeys), filtered ? blockLeaves(db, from, to) : undefined]);
+  return { size, rows: r, outside, root, ...(leaves ? { leaves } : {}) };
 }
 
 /**
@@ -126,23 +140,28 @@ async function readProofBlock(db: Queryable, f: AuditFilters, from: number, to: 
  */
 function blockProofs(block: Block<{ leaf: string }>, from: number, to: number) {
   const levels: string[][] = [block.leaves ?? block.rows.map((r) => r.leaf)];
+  if (levels[0]!.length !== to - from) throw new Error(`the audit seal of seqs [${from}, ${to}) is incomplete`);
   for (let level = levels[0]!; level.length > 1; ) {
     const up: string[] = [];
     for (let i = 0; i + 1 < level.length; i += 2) up.push(nodeHashBase64(level[i]!, level[i + 1]!));
     levels.push(up);
     level = up;
   }
-  const { outside, size } = block;
+  const { outside, size, root } = block;
   const inside = insideBlock(from, to);
   const get = (k: NodeKey): Hash => {
     if (inside(k)) {
       const hash = levels[k.level]?.[k.index - from / 2 ** k.level];
       if (hash) return Buffer.from(hash, 'base64');
     }
-    const hash = outside.get(`${k.level}:${k.index}`);
-    if (!hash) throw new Error(`audit tree node ${k.level}:${k.index} is missing`);
-    return hash;
+    return outside(k);
   };
+  // The block's first record's proof must lead to the signed root: a stored tree changed behind
+  // the service's back is not served as proofs that fail (the export stops instead).
+  const firstLeaf = Buffer.from(levels[0]![0]!, 'base64');
+  if (!verifyInclusion(firstLeaf, from, size, inclusionProof(from, size, get), root)) {
+    throw new Error(`the stored audit tree around seqs [${from}, ${to}) does not agree with the signed checkpoint: run \`teamlog audit verify\``);
+  }
   /** Writes `"<base64>"` of the hash at index j (from the block's start) of a level. */
   const writeQuoted = (out: OutputBuffer, level: number, j: number) => {
     out.byte(QUOTE);
@@ -265,6 +284,7 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
   const { filters, format, chunk, block, ahead, stillEntitled } = opts;
   const checkpoint = await latestCheckpoint(db);
   const size = checkpoint?.tree_size ?? 0;
+  const root = checkpoint ? Buffer.from(checkpoint.root_hash) : Buffer.alloc(32);
   let sealedCount = 0;
   let pendingCount = 0;
   const out = new OutputBuffer();
@@ -296,7 +316,7 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
     // The full buffers of each block; the last, partly filled, goes on with the next block's lines.
     const ndjsonBlock = async (from: number, to: number, turn: Promise<unknown>): Promise<Buffer[]> => {
       await stillEntitled?.();
-      const current = await readProofBlock(db, filters, from, to, size);
+      const current = await readProofBlock(db, filters, from, to, size, root);
       await turn;
       const rows = current.rows;
       if (rows.length === 0) return [];
@@ -335,20 +355,26 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
   const last = out.take();
   if (last) yield last;
 
-  // Records the checkpoint does not cover yet: after the last one it covers, in commit order.
-  let after = size > 0 ? (await query<{ xact_id: string; record_id: number }>(db, S.sealAt, [size - 1]))[0] : { xact_id: '0', record_id: 0 };
-  while (after) {
-    await stillEntitled?.();
-    const rows = await pendingChunk(db, filters, after, chunk);
-    if (rows.length === 0) break;
-    const last = rows[rows.length - 1]!;
-    after = { xact_id: last.xact_id, record_id: last.id };
-    pendingCount += rows.length;
-    const records = await resolvePersonalData(db, rows);
-    yield format === 'csv'
+  // Records the checkpoint does not cover yet, in commit order: those sealed since it (in seq
+  // order), then those not sealed yet.
+  const pendingLines = (rows: AuditRow[], records: AuditRow[]) =>
+    format === 'csv'
       ? records.map((r) => csvRow(r, null, null)).join('')
       : records.map((r, i) => `${JSON.stringify({ type: 'record', record: sealedForm(r), sealed: sealedForm(rows[i]!), seq: null, leaf_hash: null, audit_path: null })}\n`).join('');
-    if (rows.length < chunk) break;
+  // One position for both: a record the sealer takes meanwhile is still past it, so none is missed.
+  const sealedThen = await lastSealBatch(db);
+  const sealedSize = sealedThen?.next_seq ?? 0;
+  for (let from = size; from < sealedSize; from += chunk) {
+    await stillEntitled?.();
+    const rows = await sealedChunk<SealedExportRow>(db, 'columns', filters, from, Math.min(from + chunk, sealedSize));
+    pendingCount += rows.length;
+    if (rows.length > 0) yield pendingLines(rows, await resolvePersonalData(db, rows));
+  }
+  for await (const unsealed of committedRecords.scan(db, sealedThen, chunk)) {
+    await stillEntitled?.();
+    const rows = await matching(db, filters, unsealed.map((r) => r.id));
+    pendingCount += rows.length;
+    if (rows.length > 0) yield pendingLines(rows, await resolvePersonalData(db, rows));
   }
 
   if (format === 'ndjson') {

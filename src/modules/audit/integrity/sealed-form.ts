@@ -28,26 +28,62 @@ export function sealedForm(row: AuditRow): SealedRecord {
   };
 }
 
-/** SHA-256(0x00 ‖ JCS(record)) of a sealed form as it stands, every key it has included: for sealed forms read from outside (an export), where an extra key must change the leaf. */
-export const recordLeaf = (record: SealedRecord): Hash => leafHash(canonicalize(record));
+/**
+ * Values that do not reach JavaScript exactly as stored, which only someone writing behind the
+ * service's back can store: an id beyond 2^53 − 1 (both drivers read bigint with Number(), the
+ * nearest double), and a text that starts with U+FEFF (PGlite's reader drops a leading byte
+ * order mark). No encoder here can write them as stored, so a sealed form holding one has no
+ * canonical form, as the SQL side agrees (EXACT_SQL).
+ */
+function checkExact(record: SealedRecord): void {
+  for (const key of ['id', 'actor_id', 'resource_id'] as const) {
+    const v = record[key];
+    if (v !== null && !Number.isSafeInteger(v)) throw new TypeError(`canonicalize: ${key} ${String(v)} is beyond 2^53 - 1`);
+  }
+  for (const key of ['ip', 'user_agent', 'request_id'] as const) {
+    if (record[key]?.charCodeAt(0) === 0xfeff) throw new TypeError(`canonicalize: ${key} starts with U+FEFF`);
+  }
+}
 
-const canonicalSealedForm = fieldsCanonicalizer(SEALED_FIELDS);
+/** SHA-256(0x00 ‖ JCS(record)) of a sealed form as it stands, every key it has included: for sealed forms read from outside (an export), where an extra key must change the leaf. */
+export function recordLeaf(record: SealedRecord): Hash {
+  checkExact(record);
+  return leafHash(canonicalize(record));
+}
+
+const canonicalFields = fieldsCanonicalizer(SEALED_FIELDS);
+const canonicalSealedForm = (row: SealedRecord): string => {
+  checkExact(row);
+  return canonicalFields(row);
+};
 
 /** recordLeaf(sealedForm(row)) without the copy: the sealer and the verifier run it on every row they read. */
 export const rowLeaf = (row: SealedRecord): Hash => leafHash(canonicalSealedForm(row));
 
 /**
- * The leaf the sealer gives a row: rowLeaf, or, for a row that has no canonical form (a number
- * beyond a double in its metadata: jsonb takes 1e400, and only someone writing behind the
- * service's back puts one there), a leaf that no canonical form has, so that sealing goes on
- * past it and every verification names the record (its recomputed leaf cannot match). It
- * hashes 0xFF and the record's id: canonical JSON is UTF-8, in which the byte 0xFF never occurs.
+ * What a row's leaf hashes, its tlog-tiles entry: the canonical sealed form (UTF-8), or, for a row
+ * that has no canonical form (a number beyond a double in its metadata: jsonb takes 1e400, and
+ * only someone writing behind the service's back puts one there), bytes that no canonical form
+ * has, so that sealing goes on past it and every verification names the record (its recomputed
+ * leaf cannot match): 0xFF and the record's id. Canonical JSON is UTF-8, in which the byte 0xFF
+ * never occurs.
  */
+export function sealedEntry(row: SealedRecord): { entry: Buffer; canonical: boolean } {
+  try {
+    return { entry: Buffer.from(canonicalSealedForm(row), 'utf8'), canonical: true };
+  } catch {
+    return { entry: unverifiableEntry(row.id), canonical: false };
+  }
+}
+
+const unverifiableEntry = (id: number) => Buffer.concat([Buffer.from([0xff]), Buffer.from(`no canonical form: record ${id}`)]);
+
+/** The leaf the sealer gives a row: rowLeaf, or, for a row with no canonical form, the leaf of sealedEntry's marker. */
 export function sealingLeaf(row: SealedRecord): { leaf: Hash; canonical: boolean } {
   try {
     return { leaf: rowLeaf(row), canonical: true };
   } catch {
-    return { leaf: leafHash(Buffer.concat([Buffer.from([0xff]), Buffer.from(`no canonical form: record ${row.id}`)])), canonical: false };
+    return { leaf: leafHash(unverifiableEntry(row.id)), canonical: false };
   }
 }
 
@@ -110,6 +146,18 @@ const canonicalSql = (keys: SealedField[], opening: string) => keys.map((key, i)
 export const CANONICAL_HEAD_SQL = `${canonicalSql(CANONICAL_ORDER.slice(0, METADATA_AT), '{')} || ',"metadata":'`;
 export const CANONICAL_METADATA_SQL = 'a.metadata::text';
 export const CANONICAL_TAIL_SQL = `${canonicalSql(CANONICAL_ORDER.slice(METADATA_AT + 1), ',')} || '}'`;
+
+/**
+ * SQL: whether the row's values reach the service exactly as stored. Not so for an id beyond
+ * 2^53 − 1 (read as the nearest double), nor, on PGlite, for a text that starts with U+FEFF
+ * (its protocol reader decodes with a TextDecoder that drops a leading byte order mark). The
+ * service writes neither; a row that holds one has no canonical form the sealer and the
+ * verifier can agree on, and verification names it.
+ */
+const SAFE = 9007199254740991;
+export const EXACT_SQL = `(COALESCE(a.id <= ${SAFE}, true) AND COALESCE(a.actor_id BETWEEN -${SAFE} AND ${SAFE}, true)
+    AND COALESCE(a.resource_id BETWEEN -${SAFE} AND ${SAFE}, true)
+    AND NOT COALESCE(left(a.ip, 1) = chr(65279) OR left(a.user_agent, 1) = chr(65279) OR left(a.request_id, 1) = chr(65279), false))`;
 
 /** The leaf of a sealed form read as those three parts, the metadata parsed; throws where the metadata has no canonical form. */
 export const canonicalLeaf = (head: string, metadata: unknown, tail: string): Hash => leafHash(head + canonicalize(metadata) + tail);

@@ -1,148 +1,168 @@
-// Seals committed audit records into the RFC 6962 tree, in commit order, and signs the tree
-// head as a checkpoint at least every AUDIT_CHECKPOINT_INTERVAL_MS while sealed records are
-// not covered by one (docs/audit-integrity.md §3–4). It is the second user of the shared
-// commit-order worker (db/commit-order.ts): every instance runs one, each batch under a
-// transaction-level advisory lock, so one instance seals at a time and another carries on at
-// once when it dies. The service's own transactions never touch the seal.
+// Seals committed audit records into the RFC 6962 tree, in commit order (db/commit-order.ts),
+// and signs the tree's head as a checkpoint at least every AUDIT_CHECKPOINT_INTERVAL_MS while
+// sealed records are not covered by one (docs/audit-integrity.md §3–4). Two background loops
+// (ops/background-loop.ts) under one advisory lock, so that one instance seals and signs at a
+// time and another carries on at once when it dies: the sealer, woken by audited commits, and
+// the checkpointer, woken by seals and by the interval. Both build on a VerifiedTree, never on
+// the stored tree taken on trust. The service's own transactions never touch the seal.
 import type { FastifyBaseLogger } from 'fastify';
-import { CommitOrderWorker } from '../../../db/commit-order.js';
 import type { Database, Tx } from '../../../db/database.js';
-import {
-  fetchNodes, insertCheckpoint, insertNodes, insertSeals, latestCheckpoint, recordsToSeal, recordsWaiting, sealCursor, type CheckpointRow,
-} from './evidence.repository.js';
+import { BackgroundLoop, exclusiveRound, type RoundOutcome } from '../../../ops/background-loop.js';
 import { checkCheckpoint, noteHash } from './checkpoint-check.js';
+import { committedRecords, insertCheckpoint, insertSealBatch, insertTiles, lastSealBatch, latestCheckpoint, type CheckpointRow } from './evidence.repository.js';
 import type { LogIdentity } from './log-identity.js';
-import { frontierNodes, rootHash, rootNodes, TreeBuilder, type Hash, type NodeKey } from './merkle.js';
+import type { Hash } from './merkle.js';
 import { sealingLeaf } from './sealed-form.js';
 import { formatCheckpoint, signNote, signText } from './signed-note.js';
+import { storedEdge } from './tile-store.js';
+import type { RightEdge } from './tiles.js';
+import { copyEdge, TreeUnverifiable, VerifiedTree } from './verified-tree.js';
 
-const SEALER_LOCK = 7_245_020;
+const SEAL_LOCK = 7_245_020;
 /** Records sealed per transaction: short enough not to hold PGlite's one connection for long. */
 const BATCH = 500;
 /** The safety net for records nobody told this instance about (the CLI, another instance). */
 const POLL_MS = 1000;
 /**
  * A commit wakes the sealer 20 ms later: under load the records of those 20 ms are sealed in
- * one transaction instead of one transaction each (a batch is about eight statements).
+ * one transaction instead of one transaction each.
  */
 const LINGER_MS = 20;
+/** While the stored evidence cannot be built on, how often the loops look again. */
+const REFUSED_RETRY_MS = 5000;
 
 export interface SealerOptions {
   db: Database;
   identity: LogIdentity;
   checkpointIntervalMs: number;
   log: FastifyBaseLogger;
-  /** After a batch that sealed records or signed a checkpoint has committed (the webhook wakes). */
+  /** After a batch was sealed or a checkpoint signed (the webhook wakes). */
   onSealed?: () => void;
 }
 
-/** A node source over a map fetched beforehand; a missing node is a broken store, never silently zero. */
-export function nodeSource(nodes: Map<string, Hash>) {
-  return (key: NodeKey): Hash => {
-    const hash = nodes.get(`${key.level}:${key.index}`);
-    if (!hash) throw new Error(`audit tree node ${key.level}:${key.index} is missing`);
-    return hash;
-  };
+export interface Sealing {
+  sealer: BackgroundLoop;
+  checkpointer: BackgroundLoop;
+  /** An audited commit happened: seal soon. */
+  wake(): void;
+  start(): void;
+  stop(): Promise<void>;
 }
 
-export function createSealer(opts: SealerOptions): CommitOrderWorker {
+export function createSealing(opts: SealerOptions): Sealing {
   const { db, identity, checkpointIntervalMs, log } = opts;
-  let checkpointTimer: NodeJS.Timeout | undefined;
-  let refusalLogged = false;
+  const tree = new VerifiedTree(identity);
+  /** The problem that stopped the loops, logged once until it clears. */
+  let refusal: string | undefined;
 
-  const worker = new CommitOrderWorker({
-    name: 'audit sealer',
-    db,
-    lockKey: SEALER_LOCK,
-    batchSize: BATCH,
-    pollMs: POLL_MS,
-    lingerMs: LINGER_MS,
-    // Records held back by a running transaction: that transaction's own commit wakes the
-    // sealer (every audited commit does), so there is no need to look again every 5 ms.
-    firstRetryMs: 50,
-    log,
-    async batch(tx, limit) {
-      const cursor = await sealCursor(tx);
-      let size = cursor ? cursor.seq + 1 : 0;
-      const records = await recordsToSeal(tx, cursor, limit);
-      let builder: TreeBuilder | undefined;
-      if (records.length > 0) {
-        const frontierKeys = frontierNodes(size);
-        const stored = await fetchNodes(tx, frontierKeys);
-        builder = new TreeBuilder(size, frontierKeys.map(nodeSource(stored)));
-        const seals = [];
-        const nodes = [];
-        for (const record of records) {
-          const { leaf, canonical } = sealingLeaf(record);
-          if (!canonical) {
-            log.error({ recordId: record.id }, 'audit sealer: a record has no canonical form (written behind the service\'s back); sealed as unverifiable, so that verification names it');
-          }
-          seals.push({ seq: size++, recordId: record.id, xactId: record.xact_id, leaf });
-          nodes.push(...builder.append(leaf));
-        }
-        insertSeals(tx, seals);
-        insertNodes(tx, nodes);
-      }
-      const signed = await checkpointIfDue(tx, size, builder);
-      const last = records[records.length - 1];
-      const waiting = records.length < limit && (await recordsWaiting(tx, last ? { seq: size - 1, record_id: last.id, record_xact_id: last.xact_id } : cursor));
-      return { processed: records.length + (signed ? 1 : 0), waiting };
-    },
-    afterCommit: () => opts.onSealed?.(),
-  });
+  /** What is served (tiles, proofs) must be the tree that is signed: the stored right edge at its size must give its root. */
+  async function checkStoredEdge(tx: Tx, edge: RightEdge): Promise<void> {
+    const stored = await storedEdge(tx, edge.size).catch(() => undefined);
+    if (!stored || !stored.root().equals(edge.root())) {
+      throw new TreeUnverifiable(`the stored tiles of the tree's right edge (tree size ${edge.size}) are not the tree the records make: the stored tree was changed`);
+    }
+  }
 
   /**
-   * Signs the head of a tree of `size` leaves when records are not covered by the newest
-   * checkpoint and the interval has passed since it (or it was signed by another key: after a
-   * rotation the newest checkpoint must be under the key this service holds). Otherwise, when
-   * a checkpoint is owed later, wakes the worker then.
+   * Runs a round that builds on the tree. A tree that cannot be verified stops both loops
+   * (loudly, once), until a round finds it whole again: loaded afresh from its newest signed
+   * checkpoint, and its stored edge agreeing.
    */
-  async function checkpointIfDue(tx: Tx, size: number, builder: TreeBuilder | undefined): Promise<boolean> {
-    if (size === 0) return false;
-    const latest = await latestCheckpoint(tx);
-    const rotated = latest !== undefined && latest.key_id !== identity.keyId;
-    if (latest && latest.tree_size >= size && !rotated) return false;
-    const dueAt = latest && !rotated ? Date.parse(latest.created_at) + checkpointIntervalMs : 0;
-    if (Date.now() < dueAt) {
-      wakeAt(dueAt);
-      return false;
-    }
-    // The new checkpoint names the newest one (prev), and so vouches for it: only one signed by
-    // a key trusted from outside the database may be chained onto. Anything else is a forgery
-    // (or a rotation whose old key was not given in AUDIT_PREVIOUS_VERIFIER_KEYS): sign nothing,
-    // so that verification keeps failing, and say so loudly.
-    if (latest && !checkCheckpoint(latest.note, identity.trusted, { treeSize: latest.tree_size, rootHash: Buffer.from(latest.root_hash) }).ok) {
-      if (!refusalLogged) {
-        log.error(
-          { checkpointId: latest.id, keyId: latest.key_id },
-          'audit sealer: the newest checkpoint does not verify under a trusted key; no checkpoint is signed until this is resolved ' +
-            '(tampering, or a key rotation without AUDIT_PREVIOUS_VERIFIER_KEYS). Run `teamlog audit verify`.',
-        );
-        refusalLogged = true;
+  const guarded = (body: (tx: Tx) => Promise<RoundOutcome>) =>
+    exclusiveRound(db, SEAL_LOCK, async (tx) => {
+      try {
+        if (refusal !== undefined) {
+          tree.forget();
+          await checkStoredEdge(tx, await tree.at(tx, (await lastSealBatch(tx))?.next_seq ?? 0));
+          log.info('audit sealer: the stored evidence verifies again; sealing and signing resumed');
+          refusal = undefined;
+        }
+        return await body(tx);
+      } catch (err) {
+        if (!(err instanceof TreeUnverifiable)) throw err;
+        tree.forget();
+        if (refusal !== err.message) {
+          log.error({ recordId: err.recordId }, `audit sealer: ${err.message}. Nothing is sealed or signed until this is resolved: run \`teamlog audit verify\``);
+          refusal = err.message;
+        }
+        return { afterMs: REFUSED_RETRY_MS };
       }
-      return false;
-    }
-    refusalLogged = false;
-    const root = builder ? builder.root() : rootHash(size, nodeSource(await fetchNodes(tx, rootNodes(size))));
-    insertCheckpoint(tx, makeCheckpoint(identity, size, root, latest));
-    return true;
-  }
+    });
 
-  function wakeAt(at: number): void {
-    if (checkpointTimer) return;
-    checkpointTimer = setTimeout(() => {
-      checkpointTimer = undefined;
-      worker.wake();
-    }, Math.max(0, at - Date.now()) + 5);
-    checkpointTimer.unref();
-  }
+  const sealer = new BackgroundLoop({
+    name: 'audit sealer',
+    log,
+    pollMs: POLL_MS,
+    lingerMs: LINGER_MS,
+    round: guarded(async (tx) => {
+      const last = await lastSealBatch(tx);
+      const size = last?.next_seq ?? 0;
+      const edge = await tree.at(tx, size);
+      const { rows, position } = await committedRecords.next(tx, last, BATCH);
+      if (!position) return 'idle';
+      const next = copyEdge(edge);
+      const leaves: Hash[] = [];
+      const full = [];
+      for (const record of rows) {
+        const { leaf, canonical } = sealingLeaf(record);
+        if (!canonical) {
+          log.error({ recordId: record.id }, 'audit sealer: a record has no canonical form (written behind the service\'s back); sealed as unverifiable, so that verification names it');
+        }
+        leaves.push(leaf);
+        full.push(...next.append(leaf).full);
+      }
+      insertSealBatch(tx, size, rows.map((r) => r.id), leaves, position);
+      insertTiles(tx, [...full, ...next.changedSince(size)]);
+      tx.afterCommit(() => {
+        tree.adopt(next);
+        checkpointer.wake();
+        opts.onSealed?.();
+      });
+      return rows.length >= BATCH ? 'more' : 'idle';
+    }),
+  });
 
-  const stop = worker.stop.bind(worker);
-  worker.stop = async () => {
-    clearTimeout(checkpointTimer);
-    await stop();
+  const checkpointer = new BackgroundLoop({
+    name: 'audit checkpointer',
+    log,
+    pollMs: POLL_MS,
+    round: guarded(async (tx) => {
+      const size = (await lastSealBatch(tx))?.next_seq ?? 0;
+      if (size === 0) return 'idle';
+      const latest = await latestCheckpoint(tx);
+      // After a rotation the newest checkpoint must be under the key this service holds: sign the head again at once.
+      const rotated = latest !== undefined && latest.key_id !== identity.keyId;
+      if (latest && latest.tree_size >= size && !rotated) return 'idle';
+      const dueAt = latest && !rotated ? Date.parse(latest.created_at) + checkpointIntervalMs : 0;
+      if (Date.now() < dueAt) return { afterMs: dueAt - Date.now() + 5 };
+      // The new checkpoint names the newest one (prev), and so vouches for it: only one signed by a
+      // key trusted from outside the database may be chained onto.
+      if (latest && !checkCheckpoint(latest.note, identity.trusted, { treeSize: latest.tree_size, rootHash: Buffer.from(latest.root_hash) }).ok) {
+        throw new TreeUnverifiable(`the newest checkpoint (${latest.id}) does not verify under a trusted key: tampering, or a key rotation without AUDIT_PREVIOUS_VERIFIER_KEYS`);
+      }
+      const edge = await tree.at(tx, size);
+      await checkStoredEdge(tx, edge);
+      insertCheckpoint(tx, makeCheckpoint(identity, size, edge.root(), latest));
+      tx.afterCommit(() => opts.onSealed?.());
+      return 'idle';
+    }),
+  });
+
+  return {
+    sealer,
+    checkpointer,
+    wake: () => {
+      // While the evidence is refused the loops look again on their own schedule, not per commit.
+      if (refusal === undefined) sealer.wake();
+    },
+    start() {
+      sealer.start();
+      checkpointer.start();
+    },
+    async stop() {
+      await Promise.all([sealer.stop(), checkpointer.stop()]);
+    },
   };
-  return worker;
 }
 
 /** A C2SP tlog-checkpoint over the tree head, chained to the previous checkpoint's note. */

@@ -1,14 +1,18 @@
 // Verifies the audit log against its own evidence (docs/audit-integrity.md §5–6): recomputes
-// every sealed record's leaf, rebuilds the tree in O(log n) memory, and checks every signed
-// checkpoint on the way. Reads in chunks outside any transaction, so that on PGlite (one
-// connection) the service answers between them. The first problem found ends the run and
-// names the first bad record.
+// every sealed record's leaf, rebuilds the tree in O(log n) memory, holds every stored tile to
+// the tile the records make, and checks every signed checkpoint on the way. Reads in chunks
+// outside any transaction, so that on PGlite (one connection) the service answers between them.
+// The first problem found ends the run and names the first bad record, or the first bad tile.
 import type { Queryable } from '../../../db/database.js';
 import { checkCheckpoint } from './checkpoint-check.js';
+import { nextPair } from '../../../db/commit-order.js';
 import {
-  checkpointsAfter, firstUnsealedBehind, latestCheckpoint, maxRecordId, sealCursor, sealedCanonicalFrom, sealedSize, signingKeys, type CheckpointRow, type SealedCanonicalRow,
+  badPartialTile, checkpointsAfter, consumedIds, fullTilesFrom, lastSealBatch, latestCheckpoint, maxRecordId, sealedCanonicalFrom, signingKeys, tileBeyond,
+  type CheckpointRow, type Consumed, type SealBatchRow, type SealedCanonicalRow, type TileRow,
 } from './evidence.repository.js';
-import { asHash, TreeBuilder, type Hash } from './merkle.js';
+import { asHash, type Hash } from './merkle.js';
+import { DEFAULT_SEAL_STALL_MS, sealingStatus } from './sealing-status.js';
+import { RightEdge, rightEdgeWidths, tilePath } from './tiles.js';
 import { personalRefOf, PERSONAL_MARKER } from '../audit.writer.js';
 import { personalDataMatches, storedPersonalData, type PersonalDataRow } from '../personal-data.js';
 import { canonicalLeaf } from './sealed-form.js';
@@ -26,6 +30,10 @@ export interface VerifyReport {
    */
   personal_values_checked: number | null;
   first_bad_id?: number;
+  /** A stored tile that is not the tile the records make (tlog-tiles path), when that is what was found. */
+  first_bad_tile?: string;
+  /** When sealing has stopped: the first committed record still waiting for its seal. */
+  first_unsealed_id?: number;
   problem?: string;
 }
 
@@ -42,6 +50,8 @@ export interface VerifyOptions {
   personalDataKeys?: Buffer[];
   /** How the seal is read (tests read in tiny chunks); DEFAULT_READS otherwise. */
   reads?: ReadPlan;
+  /** Records waiting this long for their seal, with none made meanwhile, fail verification (sealing-status.ts). */
+  sealStallMs?: number;
   onProgress?: (checked: number, total: number) => void;
 }
 
@@ -62,16 +72,21 @@ const DEFAULT_READS: ReadPlan = { chunk: 2000, ahead: 1 };
 
 const CHECKPOINT_PAGE = 1000;
 const ID_RANGE = 100_000;
+const TILE_PAGE = 64;
 
 export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promise<VerifyReport> {
   // The log as it stood when this run began: the checkpoints that existed then (read first) and
   // the seal as far as they reach (read after them, so it covers every one of them). What the
   // sealer adds while the run goes on is left for the next run, not taken for a truncation.
   const lastCheckpointId = (await latestCheckpoint(db))?.id ?? 0;
-  const total = await sealedSize(db);
+  const lastBatch = await lastSealBatch(db);
+  const total = lastBatch?.next_seq ?? 0;
   const keys = new Map((await signingKeys(db)).map((k) => [k.key_id, parseVerifierKey(k.note_verifier_key)]));
   const checkpoints = checkpointStream(db, lastCheckpointId);
-  const builder = new TreeBuilder();
+  const builder = new RightEdge();
+  const tiles = new StoredTiles(db);
+  /** Every sealed record id, to find one sealed twice, and, at the end, one taken but never sealed. */
+  const sealed = new IdSet();
   let checked = 0;
   let checkpointsChecked = 0;
   const personalKeys = opts.personalDataKeys ?? [];
@@ -85,13 +100,14 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
   let external = opts.external === undefined ? undefined : externalClaim(opts.external, opts.anchors);
   if (external && 'problem' in external) return report(false, external.problem);
 
-  function report(ok: boolean, problem?: string, firstBadId?: number): VerifyReport {
+  function report(ok: boolean, problem?: string, firstBadId?: number, more: Pick<VerifyReport, 'first_bad_tile' | 'first_unsealed_id'> = {}): VerifyReport {
     const head = builder.size > 0 ? { seq: builder.size - 1, tree_size: builder.size, root_hash: builder.root().toString('base64') } : null;
     return {
       ok, records_checked: checked, checkpoints_checked: checkpointsChecked, head, personal_values_checked: personalKeys.length > 0 ? personalChecked : null,
-      ...(firstBadId !== undefined ? { first_bad_id: firstBadId } : {}), ...(problem ? { problem } : {}),
+      ...(firstBadId !== undefined ? { first_bad_id: firstBadId } : {}), ...more, ...(problem ? { problem } : {}),
     };
   }
+  const badTile = (found: { path: string; problem: string }) => report(false, found.problem, undefined, { first_bad_tile: found.path });
 
   // Reads ahead start where the seal, being dense, should continue: from + chunk. Where it is
   // not dense the first jump ends the run, so what a later read skipped or repeated never counts.
@@ -116,17 +132,19 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
     const stored = personalKeys.length > 0 ? await personalValuesNamed(db, rows) : NONE_STORED;
     for (const row of rows) {
       if (row.seq !== seq) return report(false, `the seal jumps from seq ${seq - 1} to ${row.seq}: seal rows were removed`, row.record_id);
+      if (!sealed.add(row.record_id)) return report(false, `record ${row.record_id} is sealed twice (again at seq ${row.seq})`, row.record_id);
       if (row.head === null) {
         gone ??= row.record_id;
-        builder.append(asHash(row.leaf_hash));
+        const tileProblem = await tiles.check(builder.append(asHash(row.leaf_hash)).full);
+        if (tileProblem) return badTile(tileProblem);
         seq++;
         continue;
       }
       const id = row.record_id;
       if (gone !== undefined) return report(false, `record ${gone}, sealed before record ${id}, no longer exists`, id);
-      const metadata = parseMetadata(row.metadata);
+      const metadata = row.exact ? parseMetadata(row.metadata) : undefined;
       const leaf = metadata && leafOf(row.head, metadata.value, row.tail);
-      if (!leaf) return report(false, `record ${id}: its sealed form is not JSON that can be canonicalized`, id);
+      if (!leaf) return report(false, `record ${id}: its sealed form is not JSON that can be canonicalized (a number beyond a double, an id beyond 2^53 - 1, or a text that starts with U+FEFF, which only a write behind the service's back stores)`, id);
       if (!leaf.equals(row.leaf_hash)) return report(false, `record ${id} no longer matches its seal (seq ${seq})`, id);
       // The values its personal refs stand for, as the API shows them (erased ones are gone: nothing to check).
       const fields = metadata!.value;
@@ -147,7 +165,11 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
         }
       }
       firstSinceCheckpoint ??= id;
-      builder.append(leaf);
+      const full = builder.append(leaf).full;
+      if (full.length > 0) {
+        const tileProblem = await tiles.check(full);
+        if (tileProblem) return badTile(tileProblem);
+      }
       seq++;
       checked++;
       // The next checkpoint is awaited only once one is passed: not a promise per record.
@@ -191,8 +213,16 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
   } else if (builder.size > 0) {
     // Sealed records and no checkpoint yet: nothing signed to hold them to (a fresh log).
   }
-  const inserted = await insertedRecord(db);
+  const edgeProblem = await tiles.checkEdge(builder);
+  if (edgeProblem) return badTile(edgeProblem);
+  const inserted = lastBatch ? await unsealedTaken(db, consumedBy(lastBatch), sealed) : undefined;
   if (inserted !== undefined) return report(false, `record ${inserted} sits among sealed records in commit order but was never sealed: it was inserted behind the service's back`, inserted);
+  const sealing = await sealingStatus(db, opts.sealStallMs ?? DEFAULT_SEAL_STALL_MS);
+  if (sealing.stalled) {
+    const waited = Math.round(sealing.waiting!.ms / 1000);
+    const since = sealing.sinceSealMs === undefined ? 'nothing was ever sealed' : `nothing was sealed for ${Math.round(sealing.sinceSealMs / 1000)} s`;
+    return report(false, `sealing has stopped: record ${sealing.waiting!.id} committed ${waited} s ago and is not sealed, and ${since} (the service's log says why)`, undefined, { first_unsealed_id: sealing.waiting!.id });
+  }
   return report(true);
 }
 
@@ -267,14 +297,109 @@ function externalClaim(note: string, anchors: NoteVerifier[]) {
   return { treeSize: verdict.checkpoint.treeSize, rootHash: verdict.checkpoint.rootHash };
 }
 
-/** A record at or behind the sealer's cursor in commit order that has no seal. */
-async function insertedRecord(db: Queryable): Promise<number | undefined> {
-  const cursor = await sealCursor(db);
-  if (!cursor) return undefined;
+/** What the sealer's last batch says it has taken (db/commit-order.ts, nextPair). */
+function consumedBy(last: SealBatchRow): Consumed {
+  const pair = nextPair(last);
+  const upper = last.snapshot !== null ? { snapshot: last.snapshot } : { xact: last.after_xact!, id: last.after_id! };
+  return { upper, unfinished: pair.upper !== null ? { lower: pair.lower, afterId: pair.afterId } : null };
+}
+
+/** The first record the sealer's position says it took that has no seal. */
+async function unsealedTaken(db: Queryable, consumed: Consumed, sealed: IdSet): Promise<number | undefined> {
   const maxId = await maxRecordId(db);
   for (let from = 1; from <= maxId; from += ID_RANGE) {
-    const id = await firstUnsealedBehind(db, from, from + ID_RANGE, cursor);
-    if (id !== undefined) return id;
+    for (const id of await consumedIds(db, from, from + ID_RANGE, consumed)) if (!sealed.has(id)) return id;
   }
   return undefined;
+}
+
+/** A set of record ids: a bitmap up to 2^32 (ids are dense there), a Set beyond (ids only tampering makes). */
+class IdSet {
+  private bits = new Uint8Array(1 << 16);
+  private readonly far = new Set<number>();
+
+  /** Adds the id; false when it was there already. */
+  add(id: number): boolean {
+    if (id >= 2 ** 32 || id < 0) {
+      if (this.far.has(id)) return false;
+      this.far.add(id);
+      return true;
+    }
+    const byte = Math.floor(id / 8);
+    if (byte >= this.bits.length) {
+      const grown = new Uint8Array(Math.max(byte + 1, this.bits.length * 2));
+      grown.set(this.bits);
+      this.bits = grown;
+    }
+    const mask = 1 << (id % 8);
+    if (this.bits[byte]! & mask) return false;
+    this.bits[byte]! |= mask;
+    return true;
+  }
+
+  has(id: number): boolean {
+    if (id >= 2 ** 32 || id < 0) return this.far.has(id);
+    const byte = Math.floor(id / 8);
+    return byte < this.bits.length && (this.bits[byte]! & (1 << (id % 8))) !== 0;
+  }
+}
+
+/**
+ * The stored tiles, held to the ones the records make as the rebuild completes them: each full
+ * tile against the stored one of its place (read a page at a time, per level), each stored
+ * partial tile of that place against its prefix, and at the end the tree's edge.
+ */
+class StoredTiles {
+  private readonly pages = new Map<number, { rows: TileRow[]; at: number; next: number; done: boolean }>();
+
+  constructor(private readonly db: Queryable) {}
+
+  async check(full: Array<{ level: number; index: number; hashes: Buffer }>): Promise<{ path: string; problem: string } | undefined> {
+    for (const tile of full) {
+      const stored = await this.nextFull(tile.level);
+      const path = tilePath(tile.level, tile.index);
+      if (!stored || stored.idx !== tile.index) return { path, problem: `the stored tree lacks full tile ${path}, which the records fill` };
+      if (!Buffer.from(stored.hashes).equals(tile.hashes)) return { path, problem: `stored tile ${path} is not the tile the records make: the stored tree was changed` };
+      if (tile.level > 0) {
+        const width = await badPartialTile(this.db, tile.level, tile.index, tile.hashes);
+        if (width !== undefined) return this.badPartial(tile.level, tile.index, width);
+      }
+    }
+    return undefined;
+  }
+
+  /** The tree's edge: each level's stored partial tiles are prefixes of its last tile, and nothing is stored beyond it. */
+  async checkEdge(edge: RightEdge): Promise<{ path: string; problem: string } | undefined> {
+    const widths = rightEdgeWidths(edge.size);
+    for (let level = 0; level <= widths.length; level++) {
+      const at = widths[level] ?? { level, index: 0, width: 0 };
+      if (level > 0 && at.width > 0) {
+        const width = await badPartialTile(this.db, level, at.index, edge.partial(level));
+        if (width !== undefined) return this.badPartial(level, at.index, width);
+      }
+      const beyond = await tileBeyond(this.db, level, at.index, at.width);
+      if (beyond) {
+        const path = tilePath(beyond.level, beyond.idx, beyond.width);
+        return { path, problem: `stored tile ${path} lies beyond the ${edge.size} sealed records: the seal was cut short, or the tile was added` };
+      }
+    }
+    return undefined;
+  }
+
+  private badPartial(level: number, index: number, width: number) {
+    const path = tilePath(level, index, width);
+    return { path, problem: `stored tile ${path} is not the tile the records make: the stored tree was changed` };
+  }
+
+  private async nextFull(level: number): Promise<TileRow | undefined> {
+    let page = this.pages.get(level);
+    if (!page) this.pages.set(level, (page = { rows: [], at: 0, next: 0, done: false }));
+    if (page.at >= page.rows.length && !page.done) {
+      page.rows = await fullTilesFrom(this.db, level, page.next, TILE_PAGE);
+      page.at = 0;
+      page.done = page.rows.length < TILE_PAGE;
+      if (page.rows.length > 0) page.next = page.rows[page.rows.length - 1]!.idx + 1;
+    }
+    return page.rows[page.at++];
+  }
 }

@@ -43,7 +43,7 @@ const S = statements('webhook', {
   // "waiting").
   state: `SELECT c.next_seq, c.last_checkpoint_id,
      (c.holder IS NOT NULL AND c.holder <> $1 AND c.lease_until > clock_timestamp()) AS leased_elsewhere,
-     (c.next_seq <= COALESCE((SELECT max(s.seq) FROM audit_seal s), -1)
+     (c.next_seq < COALESCE((SELECT max(s.next_seq) FROM audit_seal_batches s), 0)
        OR c.last_checkpoint_id < COALESCE((SELECT max(k.id) FROM audit_checkpoints k), 0)) AS pending
    FROM audit_webhook_cursor c WHERE c.receiver = $2`,
   tryLock: `SELECT pg_try_advisory_xact_lock(${WEBHOOK_LOCK}) AS locked`,
@@ -58,12 +58,12 @@ const S = statements('webhook', {
    WHERE receiver = $7 AND holder = $1 AND next_seq = $5 AND last_checkpoint_id = $6
    RETURNING true AS advanced`,
   nextCheckpoint: `SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE id > $1 ORDER BY id LIMIT 1`,
-  // Sealed records not delivered yet, and the age of the oldest of them (0 when none).
+  // Sealed records not delivered yet, and how long the oldest of them has been sealed (0 when none).
   lag: `SELECT GREATEST(s.size - c.next_seq, 0) AS records,
-     GREATEST(COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - o.sealed_at), 0), 0)::float8 AS seconds
+     CASE WHEN c.next_seq < s.size THEN GREATEST(COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - (
+       SELECT o.sealed_at FROM audit_seal_batches o WHERE o.first_seq <= c.next_seq ORDER BY o.first_seq DESC LIMIT 1)), 0), 0) ELSE 0 END::float8 AS seconds
    FROM audit_webhook_cursor c
-   CROSS JOIN (SELECT COALESCE(max(seq) + 1, 0) AS size FROM audit_seal) s
-   LEFT JOIN audit_seal o ON o.seq = c.next_seq
+   CROSS JOIN (SELECT COALESCE(max(next_seq), 0) AS size FROM audit_seal_batches) s
    WHERE c.receiver = $1`,
 });
 

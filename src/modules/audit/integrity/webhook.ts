@@ -14,17 +14,18 @@
 // moment it arrives. A checkpoint over records already delivered (the sealer signs after
 // sealing; or re-signs the same head after a key rotation) comes in a batch with no records.
 //
-// Why reading audit_seal by `seq >= cursor` is safe in commit order, unlike reading audit_log
-// by id (API.md 5.5): seqs (and checkpoint ids) are handed out by the sealer only, one
-// transaction at a time under its advisory lock, each transaction continuing from what the one
-// before it committed (audit_seal_dense checks it). So seq n+1 becomes visible only after seq
-// n is, no seq can appear later below one already seen, and the same holds for checkpoint ids.
+// Why reading the seal by `seq >= cursor` keeps commit order (API.md 5.5): seqs are given by the
+// sealer, which reads records in commit order (db/commit-order.ts), one transaction at a time
+// under its advisory lock, each batch continuing from what the one before it committed (the seal
+// is dense: audit_seal_batches' prev_seq references next_seq). So seq n+1 becomes visible only
+// after seq n is, no seq can appear later below one already seen, and the same holds for
+// checkpoint ids.
 //
-// One instance delivers at a time (API.md 5.6). The shared CommitOrderWorker does not fit: its
-// batch runs inside a transaction, and here the transaction must end before the POST (on
-// PGlite a transaction holds the service's one connection, so a slow receiver would stall
-// every request), and the advisory lock of a transaction ends with it. So a lease does what
-// the lock cannot: a row (holder, lease_until ≤ 5 s ahead) taken in a short transaction under
+// One instance delivers at a time (API.md 5.6). It runs as a background loop like the sealer
+// (ops/background-loop.ts), but not under the loop's transaction-level advisory lock: here the
+// transaction must end before the POST (on PGlite a transaction holds the service's one
+// connection, so a slow receiver would stall every request), and the lock of a transaction ends
+// with it. So a lease does what the lock cannot: a row (holder, lease_until ≤ 5 s ahead) taken in a short transaction under
 // pg_try_advisory_xact_lock (so that a second instance skips instead of queueing), renewed
 // every LEASE/3 while this instance works (during a POST and during backoff too), released
 // when there is nothing left to send. A holder that dies stops renewing: another instance
@@ -42,6 +43,7 @@ import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../../../db/database.js';
 import { resolvePersonalData } from '../audit.service.js';
+import { BackgroundLoop, type RoundOutcome } from '../../../ops/background-loop.js';
 import { sealedRowsFrom, type CheckpointRow } from './evidence.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
 import { sealedForm } from './sealed-form.js';
@@ -118,6 +120,15 @@ type Round =
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
 
+/** A POST that did not get a 2xx: the loop backs off (full jitter) and tries again. */
+class DeliveryFailed extends Error {
+  constructor(readonly failure: Extract<Round, { kind: 'failed' }>) {
+    // Never the secret, the URL's credentials or the body: they may carry personal data.
+    super(`delivery failed: ${failure.reason}${failure.status ? ` ${failure.status}` : ''}${failure.error ? ` (${failure.error})` : ''}`);
+    this.name = 'DeliveryFailed';
+  }
+}
+
 export class AuditWebhook {
   private readonly tuning: WebhookTuning;
   /**
@@ -125,106 +136,69 @@ export class AuditWebhook {
    * process never mistakes its predecessor's lease for its own).
    */
   private readonly who: Deliverer;
-  private stopped = true;
-  private running = false;
-  private again = false;
-  private current: Promise<void> = Promise.resolve();
-  private pollTimer: NodeJS.Timeout | undefined;
+  private readonly loop: BackgroundLoop;
   /** Renews the lease; set exactly while this instance holds it. */
   private heartbeat: NodeJS.Timeout | undefined;
   private renewing = false;
-  private sleeping: { timer: NodeJS.Timeout; done: () => void } | undefined;
   /** Aborts the POST in flight (stop, or a lost lease). */
   private inFlight: AbortController | undefined;
+  private stopping = false;
 
   constructor(private readonly opts: WebhookOptions) {
     this.tuning = { ...DEFAULT_TUNING, ...opts.tuning };
     this.who = { receiver: receiverOf(opts.url), holder: `${hostname()}:${process.pid}:${randomUUID()}` };
+    // Reading or moving the cursor failing (the database) is retried the same way as a failed POST.
+    this.loop = new BackgroundLoop({
+      name: 'audit webhook',
+      log: opts.log,
+      pollMs: this.tuning.pollMs,
+      failureBackoffMs: (attempt) => backoffMs(attempt, this.tuning.retryBaseMs, this.tuning.retryCapMs),
+      round: () => this.step(),
+    });
   }
 
   start(): void {
-    this.stopped = false;
-    this.pollTimer = setInterval(() => this.wake(), this.tuning.pollMs);
-    this.pollTimer.unref();
-    this.wake();
+    this.stopping = false;
+    this.loop.start();
   }
 
-  /** Something may have been sealed: deliver soon (a run under way runs once more afterwards; a backoff is not cut short). */
+  /** Something may have been sealed: deliver soon (a round under way runs once more afterwards; a backoff is not cut short). */
   wake(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = true;
-    this.current = this.run().finally(() => {
-      this.running = false;
-      if (this.again && !this.stopped) {
-        this.again = false;
-        this.wake();
-      }
-    });
+    this.loop.wake();
   }
 
   /** Stops (a POST in flight is abandoned: sent again later) and hands the lease back so that another instance goes on at once. */
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.pollTimer);
+    this.stopping = true;
     this.inFlight?.abort();
-    this.endSleep();
-    await this.current;
+    await this.loop.stop();
     this.stopHeartbeat();
     await releaseLease(this.opts.db, this.who).catch((err: unknown) => this.opts.log.warn({ err }, 'audit webhook: could not release its lease'));
   }
 
-  /** Rounds until there is nothing to deliver, or another instance delivers. */
-  private async run(): Promise<void> {
-    const { log } = this.opts;
-    let failures = 0;
-    for (;;) {
-      if (this.stopped) return;
-      let round: Round;
-      try {
-        round = await this.round();
-      } catch (err) {
-        // The database, not the receiver: retried the same way, not counted as a delivery failure.
-        if (this.stopped) return;
-        failures++;
-        const retryInMs = Math.round(backoffMs(failures, this.tuning.retryBaseMs, this.tuning.retryCapMs));
-        log.warn({ err, attempt: failures, retryInMs }, 'audit webhook: reading or moving the cursor failed; retrying');
-        await this.sleep(retryInMs);
-        continue;
-      }
-      switch (round.kind) {
-        case 'idle':
-          // Handed back (if held: an idle poll writes nothing), so that whichever instance is woken next delivers at once.
-          if (this.heartbeat) {
-            this.stopHeartbeat();
-            await releaseLease(this.opts.db, this.who).catch((err: unknown) => log.warn({ err }, 'audit webhook: could not release its lease'));
-          }
-          return;
-        case 'busy':
+  /** One round: a batch delivered ('more'), nothing to do or someone else doing it ('idle'), or a failure (thrown: the loop backs off). */
+  private async step(): Promise<RoundOutcome> {
+    const round = await this.round();
+    switch (round.kind) {
+      case 'idle':
+        // Handed back (if held: an idle poll writes nothing), so that whichever instance is woken next delivers at once.
+        if (this.heartbeat) {
           this.stopHeartbeat();
-          return;
-        case 'lost':
-          this.stopHeartbeat();
-          if (!this.stopped) log.warn('audit webhook: another instance took the lease during a delivery; it goes on (the batch may arrive twice)');
-          return;
-        case 'delivered':
-          if (failures > 0) log.info({ failedAttempts: failures }, 'audit webhook: delivering again');
-          failures = 0;
-          continue;
-        case 'failed': {
-          if (this.stopped) return;
-          failures++;
-          this.opts.onFailure?.(round.reason);
-          const retryInMs = Math.round(backoffMs(failures, this.tuning.retryBaseMs, this.tuning.retryCapMs));
-          // Never the secret, the URL's credentials or the body: they may carry personal data.
-          log.warn({ attempt: failures, reason: round.reason, status: round.status, error: round.error, retryInMs }, 'audit webhook: delivery failed; retrying');
-          await this.sleep(retryInMs);
-          continue;
+          await releaseLease(this.opts.db, this.who);
         }
-      }
+        return 'idle';
+      case 'busy':
+        this.stopHeartbeat();
+        return 'idle';
+      case 'lost':
+        this.stopHeartbeat();
+        if (!this.stopping) this.opts.log.warn('audit webhook: another instance took the lease during a delivery; it goes on (the batch may arrive twice)');
+        return 'idle';
+      case 'delivered':
+        return 'more';
+      case 'failed':
+        this.opts.onFailure?.(round.reason);
+        throw new DeliveryFailed(round);
     }
   }
 
@@ -251,7 +225,7 @@ export class AuditWebhook {
       const last = rows[rows.length - 1];
       const nextSeq = last ? last.seq + 1 : from.next_seq;
       const attach: CheckpointRow | undefined = checkpoint && checkpoint.tree_size <= nextSeq ? checkpoint : undefined;
-      if (rows[0] && rows[0].seq !== from.next_seq) this.opts.log.error({ expected: from.next_seq, found: rows[0].seq }, 'audit webhook: audit_seal has a gap; delivering what is there (teamlog audit verify)');
+      if (rows[0] && rows[0].seq !== from.next_seq) this.opts.log.error({ expected: from.next_seq, found: rows[0].seq }, 'audit webhook: the seal has a gap; delivering what is there (teamlog audit verify)');
       // A seal whose record is gone (removed behind the service's back) goes out as it is: the receiver sees it.
       const records = rows.map((r) => ({
         seq: r.seq, leaf_hash: b64(r.leaf_hash), record: r.present ? sealedForm(resolved.get(r.id)!) : null, sealed: r.present ? sealedForm(r) : null,
@@ -319,29 +293,12 @@ export class AuditWebhook {
         // Taken over (this instance was cut off for longer than the lease): stop sending; the next round finds it busy.
         this.stopHeartbeat();
         this.inFlight?.abort();
-        this.endSleep();
       }
     } catch (err) {
       this.opts.log.warn({ err }, 'audit webhook: could not renew its lease');
     } finally {
       this.renewing = false;
     }
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        this.sleeping = undefined;
-        resolve();
-      };
-      this.sleeping = { timer: setTimeout(done, ms), done };
-    });
-  }
-
-  private endSleep(): void {
-    if (!this.sleeping) return;
-    clearTimeout(this.sleeping.timer);
-    this.sleeping.done();
   }
 }
 

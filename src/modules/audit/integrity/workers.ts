@@ -1,14 +1,14 @@
-// The audit log's background work on this instance: the sealer (and its checkpoints) and, with
+// The audit log's background work on this instance: the sealer, the checkpointer and, with
 // AUDIT_WEBHOOK_URL set, the webhook that streams sealed records and checkpoints out; started
 // once the app is ready and stopped before the database closes. Every instance runs them; the
 // sealer's advisory lock and the webhook's lease make one instance do each at a time
-// (AUDIT_SEALING=off leaves an instance out of both).
+// (AUDIT_SEALING=off leaves an instance out of all of them).
 import type { FastifyInstance } from 'fastify';
 import { ConfigError } from '../../../config.js';
 import type { Deps } from '../../../deps.js';
 import { auditWebhookMetrics } from '../../../ops/metrics.js';
 import type { EvidenceService } from './evidence.service.js';
-import { createSealer } from './sealer.js';
+import { createSealing } from './sealer.js';
 import { createAuditWebhook, receiverOf, type AuditWebhook, type WebhookTuning } from './webhook.js';
 import { webhookLag } from './webhook.repository.js';
 
@@ -32,7 +32,7 @@ export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: E
   let stop: (() => Promise<void>) | undefined;
   app.addHook('onReady', async () => {
     const identity = await evidence.logIdentity();
-    const sealer = createSealer({
+    const sealing = createSealing({
       db: deps.db,
       identity,
       checkpointIntervalMs: deps.config.auditCheckpointIntervalMs,
@@ -42,13 +42,14 @@ export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: E
         webhook?.wake();
       },
     });
-    // Every audited commit writes an outbox row (its /admin event), so this is every audited commit.
-    const unsubscribe = deps.outbox.onCommitted(() => sealer.wake());
-    sealer.start();
+    const unsubscribe = deps.commits.onCommitted((c) => {
+      if (c.audited) sealing.wake();
+    });
+    sealing.start();
     webhook?.start();
     stop = async () => {
       unsubscribe();
-      await Promise.all([sealer.stop(), webhook?.stop()]);
+      await Promise.all([sealing.stop(), webhook?.stop()]);
     };
   });
   app.addHook('preClose', async () => {

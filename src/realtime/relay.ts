@@ -1,0 +1,39 @@
+// Numbers committed events: the relay takes outbox rows in commit order (db/commit-order.ts),
+// gives their items the next event_ids as it reads them, and records the batch as one
+// outbox_batches row, so that event ids increase in the order their transactions became visible
+// and a transaction that commits late is numbered late, never skipped nor put before what it
+// saw. Every instance runs one; the round's advisory lock lets one number at a time, and another
+// carries on at once if it dies. Each batch announces itself (NOTIFY, at commit) to every
+// instance's dispatcher, and hands its events straight to this instance's own.
+import type { FastifyBaseLogger } from 'fastify';
+import type { Database } from '../db/database.js';
+import { announceEvents, committedOutbox, insertOutboxBatch, lastOutboxBatch, type NumberedEvent } from '../modules/outbox/outbox.js';
+import { BackgroundLoop, exclusiveRound } from '../ops/background-loop.js';
+
+const RELAY_LOCK = 7_245_010;
+/** Outbox rows (committed transactions) per batch: short enough not to hold PGlite's one connection for long. */
+const BATCH = 500;
+/** The safety net for commits nobody told this instance about (the CLI, an instance that died). */
+const POLL_MS = 1000;
+
+export function createRelay(db: Database, log: FastifyBaseLogger, onNumbered: (events: NumberedEvent[]) => void): BackgroundLoop {
+  return new BackgroundLoop({
+    name: 'event relay',
+    log,
+    pollMs: POLL_MS,
+    // Another instance holds the lock: it numbers these rows too; look again soon in case it stopped.
+    firstRetryMs: 5,
+    round: exclusiveRound(db, RELAY_LOCK, async (tx) => {
+      const last = await lastOutboxBatch(tx);
+      const { rows, position } = await committedOutbox.next(tx, last, BATCH);
+      if (!position) return 'idle';
+      const first = (last?.last_event_id ?? 0) + 1;
+      const events: NumberedEvent[] = [];
+      for (const row of rows) for (const item of row.items) events.push({ name: item.name, room: item.room, payload: item.payload, event_id: first + events.length });
+      insertOutboxBatch(tx, first, events.length, rows.map((r) => r.id), position);
+      if (events.length > 0) announceEvents(tx, first + events.length - 1);
+      tx.afterCommit(() => onNumbered(events));
+      return rows.length >= BATCH ? 'more' : 'idle';
+    }),
+  });
+}
