@@ -44,8 +44,10 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
       operationId: 'verifyAuditLog', tags, security,
       summary: 'Verify the audit log against its signed checkpoints (ADMIN)',
       description:
-        'Recomputes every sealed record\'s RFC 6962 leaf, rebuilds the tree and checks every signed checkpoint on the way; ' +
-        'the newest must verify under this service\'s key. `ok: false` names the first bad record and the problem. ' +
+        'Recomputes every sealed record\'s RFC 6962 leaf, rebuilds the tree, holds every stored tile to the tile the records make, and ' +
+        'checks every signed checkpoint on the way; the newest must verify under this service\'s key. It also finds a record sealed twice, ' +
+        'one the sealer took but never sealed, and a sealer that stopped (records waiting longer than AUDIT_SEAL_STALL_MS). `ok: false` names ' +
+        'the first bad record (`first_bad_id`), or the first bad stored tile (`first_bad_tile`), or the first record waiting (`first_unsealed_id`), and the problem. ' +
         'Reads in chunks: on a large log this takes seconds (about 100,000 records a second).',
       response: { 200: VerifyReport, ...errorResponses(401, 403) },
     },
