@@ -626,8 +626,8 @@ async function produceMissedEvents(n, authorId) {
     const { rows: [{ last }] } = await c.query(
       `WITH inserted AS (
          INSERT INTO outbox (items)
-         SELECT jsonb_build_array(jsonb_build_object('name', 'new-message', 'room', 'general', 'payload',
-                  jsonb_build_object('id', 100000000 + g, 'room', 'general', 'author_id', $2::bigint,
+         SELECT json_build_array(json_build_object('name', 'new-message', 'room', 'general', 'payload',
+                  json_build_object('id', 100000000 + g, 'room', 'general', 'author_id', $2::bigint,
                                      'text', rpad('rp' || g || '|', ${TEXT_LENGTH}, 'x'),
                                      'created_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))))
            FROM generate_series(1, $1::int) g

@@ -18,11 +18,12 @@
 -- ── The outbox: one row per committed transaction that carries events ───────────────────────
 -- items: [{name, room, payload}] in the order the transaction emitted them. Written once, never
 -- updated; read by xact_id (the batch reader), by id (replay), and deleted after
--- EVENT_RETENTION_HOURS.
+-- EVENT_RETENTION_HOURS. json, not jsonb: kept as the text it was written as, which is smaller
+-- and cheaper to write (no binary form), and it is read whole a few times at most.
 CREATE TABLE outbox (
   id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   xact_id    xid8 NOT NULL DEFAULT pg_current_xact_id(),
-  items      jsonb NOT NULL CHECK (jsonb_typeof(items) = 'array'),
+  items      json NOT NULL CHECK (json_typeof(items) = 'array'),
   created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX outbox_xact_idx ON outbox (xact_id);
@@ -31,7 +32,7 @@ CREATE INDEX outbox_xact_idx ON outbox (xact_id);
 -- which transaction's row and where in it.
 CREATE VIEW outbox_events AS
   SELECT o.id AS row_id, i.position, i.item->>'name' AS name, i.item->>'room' AS room, i.item->'payload' AS payload, o.xact_id, o.created_at
-    FROM outbox o CROSS JOIN LATERAL jsonb_array_elements(o.items) WITH ORDINALITY AS i(item, position);
+    FROM outbox o CROSS JOIN LATERAL json_array_elements(o.items) WITH ORDINALITY AS i(item, position);
 
 -- One row per batch the relay numbered: events first_event_id … last_event_id are the items of
 -- the outbox rows row_ids, in that order. Where the reader stands is the newest row: every row
@@ -63,18 +64,10 @@ WITH pending AS (
 UPDATE events e SET event_id = base.last_event_id + pending.n FROM pending, base WHERE e.id = pending.id;
 UPDATE event_sequence SET last_event_id = GREATEST(last_event_id, COALESCE((SELECT max(event_id) FROM events), 0));
 
--- Each event becomes an outbox row of its own (under its id), an /admin record event carrying the
--- record itself, as the new writer's do (so that delivery reads nothing back).
+-- Each event becomes an outbox row of its own, under its id (an /admin record event names its
+-- record, {id}, as the new writer's do too).
 INSERT INTO outbox (id, xact_id, items, created_at) OVERRIDING SYSTEM VALUE
-SELECT e.id, e.xact_id,
-       jsonb_build_array(jsonb_build_object(
-         'name', e.name, 'room', e.room,
-         'payload', CASE WHEN e.name = 'audit-record' THEN COALESCE((
-           SELECT jsonb_build_object('id', a.id, 'actor_id', a.actor_id, 'action', a.action, 'resource_type', a.resource_type,
-                                     'resource_id', a.resource_id, 'timestamp', a."timestamp"::text, 'result', a.result, 'metadata', a.metadata,
-                                     'ip', a.ip, 'user_agent', a.user_agent, 'request_id', a.request_id)
-             FROM audit_log a WHERE a.id = (e.payload->>'id')::bigint), e.payload) ELSE e.payload END)),
-       e.created_at
+SELECT e.id, e.xact_id, json_build_array(json_build_object('name', e.name, 'room', e.room, 'payload', e.payload)), e.created_at
   FROM events e;
 SELECT setval(pg_get_serial_sequence('outbox', 'id'), GREATEST((SELECT max(id) FROM events), (SELECT last_value FROM events_id_seq), 1));
 

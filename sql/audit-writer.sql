@@ -3,10 +3,10 @@
 -- audit-writer.insert (prepared)
 WITH record AS (
     INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, "timestamp"
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
   )
-  INSERT INTO outbox (items) SELECT $10::jsonb || jsonb_build_array(jsonb_build_object('name', 'audit-record', 'room', 'admin',
-    'payload', $11::jsonb || jsonb_build_object('id', record.id, 'timestamp', record."timestamp"::text))) FROM record;
+  INSERT INTO outbox (items) SELECT (left($10::text, -1) || CASE WHEN $10::text = '[]' THEN '' ELSE ',' END
+    || '{"name":"audit-record","room":"admin","payload":{"id":' || record.id || '}}]')::json FROM record;
 
 -- audit-writer.insertPersonalData (planned per call)
 INSERT INTO audit_personal_data (ref, subject_user_id, value, salt)

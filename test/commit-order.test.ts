@@ -111,7 +111,7 @@ test('a transaction held open for 10 s delays only itself: what commits around i
         `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, request_id) VALUES (NULL, 'CREATE_PROJECT', 'PROJECT', NULL, 'SUCCESS', '{}', $1)`,
         [tag],
       );
-      await tx.query(`INSERT INTO outbox (items) VALUES (jsonb_build_array(jsonb_build_object('name', 'new-message', 'room', 'general', 'payload', jsonb_build_object('id', 0, 'text', $1::text))))`, [tag]);
+      await tx.query(`INSERT INTO outbox (items) VALUES (json_build_array(json_build_object('name', 'new-message', 'room', 'general', 'payload', json_build_object('id', 0, 'text', $1::text))))`, [tag]);
       opened();
       await Promise.race([gate, new Promise((r) => setTimeout(r, 10_000))]);
     });

@@ -9,7 +9,8 @@ import { describe, test } from 'node:test';
 import { committedReader, nextPair, positionAfter, type PositionColumns } from '../src/db/commit-order.js';
 import type { Queryable } from '../src/db/database.js';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
-import { addEvents, type OutboxEvent } from '../src/modules/outbox/outbox.js';
+import { isoTimestamp } from '../src/db/timestamps.js';
+import { addEvents, committedOutbox, eventsOf, type OutboxEvent } from '../src/modules/outbox/outbox.js';
 import { useTestDatabase } from './helpers/harness.js';
 import { needsPostgres, type TestDatabase } from './helpers/server.js';
 
@@ -220,7 +221,7 @@ describe('events sent with an audit record', () => {
       [requestId],
     );
 
-  test('are written with the record in one row, in the given order, then the record\'s own /admin event carrying the record', async () => {
+  test('are written with the record in one row, in the given order, then the record\'s own /admin event naming it; read, it carries the record', async () => {
     const name = `test-${randomUUID()}`;
     const requestId = randomUUID();
     const xact = await h.database.db.transaction(async (tx) => {
@@ -239,13 +240,17 @@ describe('events sent with an audit record', () => {
       [record!.id],
     );
     assert.equal(own.length, 1);
-    assert.deepEqual([own[0]!.row_id, own[0]!.position, own[0]!.room], [changes[0]!.row_id, 3, 'admin']);
-    const { timestamp, ...rest } = own[0]!.payload;
+    assert.deepEqual([own[0]!.row_id, own[0]!.position, own[0]!.room, own[0]!.payload], [changes[0]!.row_id, 3, 'admin', { id: record!.id }], 'written naming the record: not a copy of it');
+    // As the relay reads it: the record's event carries the record.
+    const [row] = (await committedOutbox.next(h.database.db, { after_snapshot: null, after_xact: xact, after_id: own[0]!.row_id - 1, snapshot: null, through_id: null }, 1)).rows;
+    const read = eventsOf(row!);
+    assert.deepEqual(read.slice(0, 2).map((e) => e.payload.n), [1, 2]);
+    const { timestamp, ...rest } = read[2]!.payload;
     assert.deepEqual(rest, {
       id: record!.id, actor_id: null, action: 'DELETE_TASK', resource_type: 'TASK', resource_id: 1, result: 'SUCCESS',
       metadata: { title: 'x' }, ip: '127.0.0.1', user_agent: 'outbox-test', request_id: requestId,
     });
-    assert.equal(new Date(`${String(timestamp).replace(' ', 'T').replace(/\+00$/, 'Z')}`).getTime() > 0, true, `a timestamp: ${String(timestamp)}`);
+    assert.equal(isoTimestamp(String(timestamp)), record!.timestamp);
   });
 
   test('leave neither the record nor the events when the transaction fails after them', async () => {
@@ -262,16 +267,18 @@ describe('events sent with an audit record', () => {
     assert.deepEqual(await eventsNamed(name), []);
   });
 
-  test('fail with the record: an event the database refuses takes the record and the change down too', async () => {
+  test('fail with the record: a record the database refuses (over its bounds) takes its events and the change down too', async () => {
     const name = `test-${randomUUID()}`;
     const requestId = randomUUID();
     await assert.rejects(
       h.database.db.transaction(async (tx) => {
         addEvents(tx, [{ name: `${name}-change`, room: 'general', payload: {} }]);
-        // A NUL in a jsonb string is refused by PostgreSQL: the outbox part of the statement fails.
-        audit.record(tx, { ...ctx, requestId }, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 1, actorId: null }, [{ name, room: 'general', payload: { bad: 'a\u0000b' } }]);
+        // audit_log_bounded (migrations/0008): a record's metadata text is at most 16 KiB.
+        audit.record(tx, { ...ctx, requestId }, { action: 'DELETE_TASK', resourceType: 'TASK', resourceId: 1, actorId: null, metadata: { blob: 'x'.repeat(20_000) } }, [
+          { name, room: 'general', payload: {} },
+        ]);
       }),
-      (err: Error & { code?: string }) => err.code === '22P05' || /unsupported Unicode escape|\\u0000/.test(err.message),
+      (err: Error & { code?: string }) => err.code === '23514' && /audit_log_bounded/.test(err.message),
     );
     assert.deepEqual(await recordsOf(requestId), []);
     assert.deepEqual(await eventsNamed(name), []);

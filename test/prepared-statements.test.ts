@@ -266,7 +266,7 @@ describe("the loops' idle looks on big tables", { skip: needsPostgres }, () => {
     const owner = h.database.owner;
     await sealedRecords(owner, ROWS);
     await owner.query(
-      `INSERT INTO outbox (items) SELECT jsonb_build_array(jsonb_build_object('name', 'task.created', 'room', 'project:1', 'payload', '{}'::jsonb)) FROM generate_series(1, $1::int) g`,
+      `INSERT INTO outbox (items) SELECT json_build_array(json_build_object('name', 'task.created', 'room', 'project:1', 'payload', '{}'::json)) FROM generate_series(1, $1::int) g`,
       [ROWS],
     );
     await owner.query(

@@ -401,7 +401,7 @@ describe('commit order', () => {
     // A transaction that writes an event (taking the lower transaction id) and stays open.
     await h.server.owner.transaction(async (tx) => {
       await tx.query(
-        `INSERT INTO outbox (items) VALUES (jsonb_build_array(jsonb_build_object('name', 'new-message', 'room', 'general', 'payload', jsonb_build_object('text', $1::text))))`,
+        `INSERT INTO outbox (items) VALUES (json_build_array(json_build_object('name', 'new-message', 'room', 'general', 'payload', json_build_object('text', $1::text))))`,
         [late],
       );
       quick = await postMessage(user, 'general');

@@ -10,7 +10,7 @@ import { onPostgres } from './helpers/server.js';
 
 const h = useTestDatabase();
 
-const insertEvent = `INSERT INTO outbox (items) VALUES (jsonb_build_array(jsonb_build_object('name', $1::text, 'room', 'general', 'payload', '{}'::jsonb)))`;
+const insertEvent = `INSERT INTO outbox (items) VALUES (json_build_array(json_build_object('name', $1::text, 'room', 'general', 'payload', '{}'::json)))`;
 // outbox.items is NOT NULL: sending null items is a statement that fails in the database.
 const failingInsert = `INSERT INTO outbox (items) VALUES (NULL)`;
 

@@ -31,11 +31,11 @@ const context = (): RequestContext => ({ actor: undefined, ip: '10.0.0.1', userA
 
 /** The use case's visible change: an outbox row with an event named after the request. */
 const change = (uow: UnitOfWork) =>
-  uow.tx.query(`INSERT INTO outbox (items) VALUES (jsonb_build_array(jsonb_build_object('name', $1::text, 'room', 'general', 'payload', '{}'::jsonb)))`, [uow.ctx.requestId]);
+  uow.tx.query(`INSERT INTO outbox (items) VALUES (json_build_array(json_build_object('name', $1::text, 'room', 'general', 'payload', '{}'::json)))`, [uow.ctx.requestId]);
 
 async function left(ctx: RequestContext) {
   const [changes, records] = await Promise.all([
-    h.database.owner.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox WHERE items @> jsonb_build_array(jsonb_build_object('name', $1::text))`, [ctx.requestId]),
+    h.database.owner.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox_events WHERE name = $1`, [ctx.requestId]),
     h.database.owner.query<{ action: string; result: string; resource_type: string; resource_id: number | null }>(
       'SELECT action, result, resource_type, resource_id FROM audit_log WHERE request_id = $1 ORDER BY id',
       [ctx.requestId],

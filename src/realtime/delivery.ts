@@ -6,7 +6,7 @@ import type { Queryable } from '../db/database.js';
 import { isoTimestamp } from '../db/timestamps.js';
 import type { AuditRow } from '../modules/audit/audit.repository.js';
 import { resolvePersonalData } from '../modules/audit/audit.service.js';
-import type { NumberedEvent } from '../modules/outbox/outbox.js';
+import { RECORD_EVENT, type NumberedEvent } from '../modules/outbox/outbox.js';
 import { REPLAYABLE, projectRoom, sessionRoom, userRoom, type RealtimeNamespace, type RealtimeSocket } from './sockets.js';
 
 export interface Namespaces {
@@ -84,18 +84,20 @@ function controlHandlers({ main, admin }: Namespaces): Record<string, (payload: 
 
 /**
  * The events as clients receive them: the payload with its event_id. An /admin record event
- * carries its record as it was sealed (audit.writer.ts): its timestamp as the database wrote it,
- * its personal values as refs, which are put back here (read only for the few records that name
- * one, so that a value erased since is shown "[redacted]").
+ * carries its record as it was read with the event (outbox.ts): its timestamp as the database
+ * wrote it, its personal values as refs, which are put back here (read only for the few records
+ * that name one, so that a value erased since is shown "[redacted]"). A record gone behind the
+ * service's back shows nothing.
  */
 export async function packetsFor(events: NumberedEvent[], db: Queryable): Promise<Map<number, Record<string, unknown>>> {
-  const records = events.filter((e) => e.name === 'audit-record').map((e) => ({ ...e.payload, timestamp: isoTimestamp(String(e.payload.timestamp)) }) as unknown as AuditRow);
+  const recordEvents = events.filter((e) => e.name === RECORD_EVENT && e.payload.id !== undefined);
+  const records = recordEvents.map((e) => ({ ...e.payload, timestamp: isoTimestamp(String(e.payload.timestamp)) }) as unknown as AuditRow);
   const resolved = records.length > 0 ? await resolvePersonalData(db, records) : [];
+  const byEvent = new Map(recordEvents.map((e, i) => [e.event_id, resolved[i]!]));
   const packets = new Map<number, Record<string, unknown>>();
-  let r = 0;
   for (const e of events) {
-    const body = e.name === 'audit-record' ? resolved[r++]! : e.payload;
-    packets.set(e.event_id, { ...body, event_id: e.event_id });
+    const body = e.name === RECORD_EVENT ? byEvent.get(e.event_id) : e.payload;
+    if (body) packets.set(e.event_id, { ...body, event_id: e.event_id });
   }
   return packets;
 }

@@ -7,7 +7,7 @@
 // instance's dispatcher, and hands its events straight to this instance's own.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../db/database.js';
-import { announceEvents, committedOutbox, insertOutboxBatch, lastOutboxBatch, type NumberedEvent } from '../modules/outbox/outbox.js';
+import { announceEvents, committedOutbox, eventsOf, insertOutboxBatch, lastOutboxBatch, type NumberedEvent } from '../modules/outbox/outbox.js';
 import { BackgroundLoop, exclusiveRound } from '../ops/background-loop.js';
 
 const RELAY_LOCK = 7_245_010;
@@ -29,7 +29,7 @@ export function createRelay(db: Database, log: FastifyBaseLogger, onNumbered: (e
       if (!position) return 'idle';
       const first = (last?.last_event_id ?? 0) + 1;
       const events: NumberedEvent[] = [];
-      for (const row of rows) for (const item of row.items) events.push({ name: item.name, room: item.room, payload: item.payload, event_id: first + events.length });
+      for (const row of rows) for (const event of eventsOf(row)) events.push({ ...event, event_id: first + events.length });
       insertOutboxBatch(tx, first, events.length, rows.map((r) => r.id), position);
       if (events.length > 0) announceEvents(tx, first + events.length - 1);
       tx.afterCommit(() => onNumbered(events));

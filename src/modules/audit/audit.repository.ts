@@ -32,6 +32,15 @@ export const SECURITY_LOG_ACTIONS = ['LOGIN_SUCCESS', 'LOGIN_FAILURE', 'LOGOUT',
 
 const COLUMNS = 'id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id';
 
+/**
+ * SQL: the record `a` (a row of audit_log) as a JSON object of its API fields, as the service
+ * reads them but for the timestamp, which is PostgreSQL's text (db/timestamps.ts formats it).
+ * For events that name a record (outbox.ts): they carry it when they are read.
+ */
+export const RECORD_JSON_SQL = `json_build_object('id', a.id, 'actor_id', a.actor_id, 'action', a.action, 'resource_type', a.resource_type,
+  'resource_id', a.resource_id, 'timestamp', a."timestamp"::text, 'result', a.result, 'metadata', a.metadata, 'ip', a.ip,
+  'user_agent', a.user_agent, 'request_id', a.request_id)`;
+
 const S = statements('audit', {
   find: `SELECT ${COLUMNS} FROM audit_log WHERE id = $1`,
   findMany: `SELECT ${COLUMNS} FROM audit_log WHERE id = ANY ($1::bigint[]) ORDER BY id`,

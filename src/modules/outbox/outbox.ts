@@ -7,6 +7,7 @@
 import { committedReader, type PositionColumns } from '../../db/commit-order.js';
 import type { Queryable, Tx } from '../../db/database.js';
 import { query, send, statements } from '../../db/statements.js';
+import { RECORD_JSON_SQL } from '../audit/audit.repository.js';
 
 export interface OutboxEvent {
   /** Socket.IO event name, e.g. `task-updated`. */
@@ -21,19 +22,47 @@ export interface NumberedEvent extends OutboxEvent {
   event_id: number;
 }
 
-/** A committed outbox row as the relay reads it. */
+/**
+ * The /admin event of an audit record (API.md 5.7). It is written naming its record (`{id}`)
+ * and read carrying it: the record is not written twice, and delivery reads nothing back.
+ */
+export const RECORD_EVENT = 'audit-record';
+
+/** A committed outbox row as the relay reads it: its items, and the records they name, by id (as JSON text keys). */
 export interface OutboxRow {
   items: OutboxEvent[];
+  records: Record<string, Record<string, unknown>> | null;
+}
+
+/** SQL: the payload of outbox item `item` as it is read: a record event's record (null if it is gone), else the payload written. */
+const payloadOf = (item: string) =>
+  `CASE WHEN ${item}->>'name' = '${RECORD_EVENT}' THEN (SELECT ${RECORD_JSON_SQL} FROM audit_log a WHERE a.id = (${item}->'payload'->>'id')::bigint) ELSE ${item}->'payload' END`;
+
+/** SQL: the records the items of outbox row `t` name, by id. */
+const RECORDS_NAMED = `(SELECT json_object_agg(a.id::text, ${RECORD_JSON_SQL}) FROM audit_log a
+     WHERE a.id = ANY (ARRAY(SELECT (i->'payload'->>'id')::bigint FROM json_array_elements(t.items) i WHERE i->>'name' = '${RECORD_EVENT}')))`;
+
+/** The items of an outbox row as read, each record event carrying its record (or dropped: a record gone behind the service's back shows nothing). */
+export function eventsOf(row: OutboxRow): OutboxEvent[] {
+  const events: OutboxEvent[] = [];
+  for (const item of row.items) {
+    if (item.name !== RECORD_EVENT) events.push(item);
+    else {
+      const record = row.records?.[String(item.payload.id)];
+      events.push({ name: item.name, room: item.room, payload: record ?? {} });
+    }
+  }
+  return events;
 }
 
 export interface OutboxBatchRow extends PositionColumns {
   last_event_id: number;
 }
 
-/** An outbox row's items as the one jsonb parameter it is written with. */
+/** An outbox row's items as the one json parameter (text) it is written with. */
 export const itemsParam = (events: OutboxEvent[]): string => JSON.stringify(events);
 
-/** The insert of one outbox row whose items are the jsonb expression `items` (the audit writer appends its record's event to the change's). */
+/** The insert of one outbox row whose items are the json expression `items` (the audit writer appends its record's event to the change's). */
 export const outboxInsert = (items: string) => `INSERT INTO outbox (items) SELECT ${items}`;
 
 // The outbox never reads after a point of the previous release's order (the migration numbered
@@ -45,19 +74,19 @@ const POSITION_COLUMNS = 'after_snapshot::text, NULL::text AS after_xact, NULL::
  * each with its event_id: a batch's events are its rows' items in row order, numbered from
  * first_event_id. Batches and their rows are pruned together, so no row of a kept batch is missing.
  */
-const numberedFrom = (filter: string) => `SELECT b.first_event_id + x.n - 1 AS event_id, x.item->>'name' AS name, x.item->>'room' AS room, x.item->'payload' AS payload
+const numberedFrom = (filter: string) => `SELECT b.first_event_id + x.n - 1 AS event_id, x.item->>'name' AS name, x.item->>'room' AS room, ${payloadOf('x.item')} AS payload
   FROM outbox_batches b
   CROSS JOIN LATERAL (
     SELECT i.item, row_number() OVER (ORDER BY r.ord, i.ord) AS n
       FROM unnest(b.row_ids) WITH ORDINALITY AS r(id, ord)
       JOIN outbox o ON o.id = r.id
-      CROSS JOIN LATERAL jsonb_array_elements(o.items) WITH ORDINALITY AS i(item, ord)
+      CROSS JOIN LATERAL json_array_elements(o.items) WITH ORDINALITY AS i(item, ord)
   ) x
  WHERE b.last_event_id > $1 AND b.first_event_id + x.n - 1 > $1${filter}
  ORDER BY b.last_event_id, x.n LIMIT $2`;
 
 const S = statements('outbox', {
-  insert: { text: `INSERT INTO outbox (items) VALUES ($1::jsonb)`, prepare: true },
+  insert: { text: `INSERT INTO outbox (items) VALUES ($1::json)`, prepare: true },
   lastBatch: `SELECT last_event_id, ${POSITION_COLUMNS} FROM outbox_batches ORDER BY last_event_id DESC LIMIT 1`,
   insertBatch: `INSERT INTO outbox_batches (first_event_id, event_count, row_ids, after_snapshot, snapshot, through_id)
    VALUES ($1, $2, $3::bigint[], $4::pg_snapshot, $5::pg_snapshot, $6)`,
@@ -85,7 +114,7 @@ const S = statements('outbox', {
 });
 
 /** The relay's reader: committed outbox rows, in commit order (db/commit-order.ts). */
-export const committedOutbox = committedReader<OutboxRow>('outbox-reader', 'outbox', 't.items');
+export const committedOutbox = committedReader<OutboxRow>('outbox-reader', 'outbox', `t.items, ${RECORDS_NAMED} AS records`);
 
 /** The events of a transaction, as its one outbox row (none for none). */
 export function addEvents(tx: Tx, events: OutboxEvent[]): void {
