@@ -12,7 +12,7 @@ SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.cr
 INSERT INTO tasks (project_id, title, description, assignee_id, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at;
 
 -- tasks.list (every filter) (assembled per call)
-SELECT id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at FROM tasks WHERE project_id = ANY (ARRAY(SELECT project_id FROM project_members WHERE user_id = $1)) AND project_id = $2 AND assignee_id = $3 AND status = $4 AND search @@ websearch_to_tsquery('simple', $5) AND id < $6 ORDER BY id DESC LIMIT $7;
+SELECT id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at FROM tasks WHERE project_id = ANY (ARRAY(SELECT project_id FROM project_members WHERE user_id = $1)) AND project_id = $2 AND assignee_id = $3 AND status = $4 AND to_tsvector('simple', title || ' ' || description) @@ websearch_to_tsquery('simple', $5) AND id < $6 ORDER BY id DESC LIMIT $7;
 
 -- tasks.list (no filter) (assembled per call)
 SELECT id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at FROM tasks  ORDER BY id DESC LIMIT $1;

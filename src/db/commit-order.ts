@@ -14,6 +14,25 @@
 // started after it (xact_id ≥ its xmax). A long transaction delays only itself: rows committed
 // around it are in the batches of their time, and it in the batch after it commits.
 //
+// Both the plan and its estimate are made robust, because the service's connections plan with
+// plan_cache_mode = force_generic_plan (db/postgres.ts), which PostgreSQL applies to unnamed
+// statements too, and because a table may have no statistics (none until ANALYZE: autovacuum
+// may be off, and PGlite runs none). For a one-sided range on xid8 PostgreSQL then guesses that a
+// third of the table matches, and for `ORDER BY id LIMIT $n` that it will stop early: it read the
+// primary key from the start, filtering, every row of the table on every batch (4 ms a batch on
+// 6,000 outbox rows, a third of PostgreSQL's time per POST /tasks in the benchmark). So:
+// - the range has an upper end too (XACT_CEILING, 2^62 transactions past the lower bound: never
+//   reached), for the estimate alone: a range closed on both ends is guessed at 0.5%;
+// - a new pair's ids are gathered in a MATERIALIZED CTE, planned for all its rows and not for the
+//   first few in id order, so through the xact_id index; only then sorted and cut at the limit.
+// test/commit-order-plans.test.ts holds it on tables never analyzed.
+
+// Why an index on xact_id at all, when bounding the scan by id would need none: a transaction's
+// first row may draw its id before the transaction has an id of its own (the identity default is
+// evaluated before the row is stored, and the row's storing assigns it), so a transaction that
+// starts after a snapshot can hold an id below what the snapshot's time had drawn. Bounding by id
+// would hold only if every writer, a superuser's INSERT included, took its transaction id first.
+//
 // A consumer keeps where it stands as one row per batch (its own table), never by updating the
 // rows: the upper snapshot of its last batch, and, when a pair of snapshots held more rows than one
 // batch takes, the pair and the last id taken (`through`). The same statements run on PostgreSQL
@@ -30,7 +49,7 @@ export type SnapshotText = string;
  */
 export type LowerBound = { snapshot: SnapshotText } | { xact: string; id: number };
 
-/** The pair a consumer reads next: rows visible in `upper` (null: the current snapshot) and not below `lower`, with id > `afterId`. */
+/** The pair a consumer reads next: rows visible in `upper` (null: the current snapshot) and not below `lower`, with id > `afterId` (0 unless `upper` is set: only a pair being finished has a last id taken). */
 export interface Pair {
   lower: LowerBound;
   upper: SnapshotText | null;
@@ -72,6 +91,12 @@ export function positionAfter(pair: Pair, upper: SnapshotText, taken: { length: 
   };
 }
 
+/** How far past a lower bound's transaction id the scan's range reaches (see the top of this file). */
+export const XACT_CEILING = 2n ** 62n;
+
+/** The end of the scan's xact_id range for a lower bound at transaction `xact` (a decimal xid8). */
+export const xactCeiling = (xact: string): string => String(BigInt(xact) + XACT_CEILING);
+
 /** The parts of a snapshot's text the scan is bounded by. */
 export function parseSnapshot(text: SnapshotText): { xmin: string; xmax: string; xip: string[] } {
   const m = /^(\d+):(\d+):([\d,]*)$/.exec(text);
@@ -108,15 +133,26 @@ export interface CommittedReader<R> {
  * point, the upper bound the current snapshot or a stored one (a pair being finished).
  */
 export function committedReader<R>(repository: string, table: string, columns: string): CommittedReader<R> {
-  const belowSnapshot = '(t.xact_id = ANY ($1::xid8[]) OR t.xact_id >= $2::xid8)';
-  const belowPoint = '(t.xact_id > $1::xid8 OR (t.xact_id = $1::xid8 AND t.id > $2::bigint))';
-  const now = (lower: string) => `WITH s AS (SELECT pg_current_snapshot() AS snap)
-  SELECT t.id, s.snap::text AS batch_snapshot, ${columns} FROM ${table} t, s
-   WHERE ${lower} AND pg_visible_in_snapshot(t.xact_id, s.snap) AND t.id > $3
-   ORDER BY t.id LIMIT $4`;
-  const stored = (lower: string) => `SELECT t.id, $5::text AS batch_snapshot, ${columns} FROM ${table} t
-   WHERE ${lower} AND pg_visible_in_snapshot(t.xact_id, $5::pg_snapshot) AND t.id > $3
-   ORDER BY t.id LIMIT $4`;
+  // $1, $2: the lower bound; $3: the ceiling (see the top of this file); then the limit, or, for a
+  // pair being finished, the last id taken ($4), the limit ($5) and the pair's upper snapshot ($6).
+  // A new pair has no "after id": a condition `id > 0` would be taken for a third of the table
+  // too, and the primary key read whole to intersect with it.
+  const belowSnapshot = '(t.xact_id = ANY ($1::xid8[]) OR (t.xact_id >= $2::xid8 AND t.xact_id < $3::xid8))';
+  const belowPoint = '((t.xact_id > $1::xid8 AND t.xact_id < $3::xid8) OR (t.xact_id = $1::xid8 AND t.id > $2::bigint))';
+  // A new pair: the ids are gathered first, in a MATERIALIZED CTE, which PostgreSQL plans for all
+  // of its rows rather than for the first `limit` in id order, so that it reads them through the
+  // xact_id index instead of the primary key from the start (see the top of this file); then the
+  // first `limit` of them are read whole.
+  const now = (lower: string) => `WITH s AS (SELECT pg_current_snapshot() AS snap),
+  waiting AS MATERIALIZED (SELECT t.id FROM ${table} t, s WHERE ${lower} AND pg_visible_in_snapshot(t.xact_id, s.snap))
+  SELECT t.id, s.snap::text AS batch_snapshot, ${columns}
+    FROM (SELECT id FROM waiting ORDER BY id LIMIT $4) w JOIN ${table} t ON t.id = w.id, s
+   ORDER BY t.id`;
+  // A pair being finished holds more rows than a batch takes (a backlog): read in id order from
+  // the last id taken, where its rows are.
+  const stored = (lower: string) => `SELECT t.id, $6::text AS batch_snapshot, ${columns} FROM ${table} t
+   WHERE ${lower} AND pg_visible_in_snapshot(t.xact_id, $6::pg_snapshot) AND t.id > $4
+   ORDER BY t.id LIMIT $5`;
   // Planned per call: the best plan depends on how wide the xact_id range is.
   const S = statements(repository, {
     committedAfterSnapshot: now(belowSnapshot),
@@ -129,14 +165,15 @@ export function committedReader<R>(repository: string, table: string, columns: s
     const { lower, upper } = pair;
     if ('snapshot' in lower) {
       const { xmax, xip } = parseSnapshot(lower.snapshot);
-      return { s: upper === null ? S.committedAfterSnapshot : S.pairAfterSnapshot, lower: [xip, xmax] };
+      return { s: upper === null ? S.committedAfterSnapshot : S.pairAfterSnapshot, lower: [xip, xmax, xactCeiling(xmax)] };
     }
-    return { s: upper === null ? S.committedAfterPoint : S.pairAfterPoint, lower: [lower.xact, lower.id] };
+    return { s: upper === null ? S.committedAfterPoint : S.pairAfterPoint, lower: [lower.xact, lower.id, xactCeiling(lower.xact)] };
   }
 
   function run(q: Queryable, pair: Pair, limit: number) {
     const { s, lower } = statementOf(pair);
-    return query<CommittedRow<R>>(q, s, [...lower, pair.afterId, limit, ...(pair.upper === null ? [] : [pair.upper])]);
+    // Only a pair being finished has an upper snapshot of its own, and a last id taken (nextPair).
+    return query<CommittedRow<R>>(q, s, pair.upper === null ? [...lower, limit] : [...lower, pair.afterId, limit, pair.upper]);
   }
 
   /**

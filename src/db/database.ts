@@ -42,10 +42,19 @@ export interface PoolStats {
   waiting: number;
 }
 
+export interface TransactionOptions {
+  /**
+   * Plan every statement for its values, prepared ones included (PostgreSQL; PGlite always
+   * does): for the background loops, whose reads' best plan depends on where the consumer
+   * stands (db/commit-order.ts), and which run a few times a second, not per request.
+   */
+  planEachStatement?: boolean;
+}
+
 export interface Database extends Queryable {
   readonly kind: 'pglite' | 'postgres';
   /** Runs fn inside BEGIN … COMMIT on one connection; rolls back when fn throws. */
-  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: Tx) => Promise<T>, opts?: TransactionOptions): Promise<T>;
   /** Runs a multi-statement script (migrations). */
   exec(sql: string): Promise<void>;
   poolStats(): PoolStats;

@@ -1,6 +1,6 @@
 import type { Writable } from 'node:stream';
 import pg from 'pg';
-import type { Database, QueryOptions, Tx } from './database.js';
+import type { Database, QueryOptions, TransactionOptions, Tx } from './database.js';
 import { pgErrorCode, runTransaction } from './database.js';
 import { LookupLanes } from './lookup-lanes.js';
 import { SESSION_SETTINGS, isoTimestamp } from './timestamps.js';
@@ -67,8 +67,9 @@ function writeBatcher(client: pg.PoolClient): () => void {
  * quarter of PostgreSQL's time on GET /tasks (perf). So only statements whose best plan does
  * not depend on the values are prepared: key lookups, inserts, and list filters backed by an
  * index that orders by id (conditions.ts keeps full-text words and time ranges unprepared).
- * Unnamed statements are planned on every call as before; the triggers' PL/pgSQL statements
- * (cached plans too) are key updates, whose generic plan is the custom one.
+ * Unnamed statements go to connections that plan them for their values (PER_CALL_PLAN_SETTINGS
+ * below); the triggers' PL/pgSQL statements (cached plans too) are key updates, whose generic
+ * plan is the custom one.
  *
  * JIT compilation is off: it starts when a plan's estimated cost passes jit_above_cost, which
  * a generic plan over a big table does whatever the LIMIT, and then compiles on every
@@ -76,6 +77,20 @@ function writeBatcher(client: pg.PoolClient): () => void {
  * without; no statement of the service runs long enough to earn back a compilation.
  */
 const PLAN_SETTINGS = { plan_cache_mode: 'force_generic_plan', jit: 'off' } as const;
+
+/**
+ * PostgreSQL applies force_generic_plan to unnamed statements too: a statement "planned per
+ * call" (statements.ts) gets a plan made without its values, from the guesses PostgreSQL makes
+ * for a parameter (a third of the table for a range, 1/n_distinct for `= ANY`). So statements
+ * without prepareAs, outside a transaction, and the transactions that ask for it
+ * (TransactionOptions.planEachStatement: the background loops), run on connections of their
+ * own that plan each statement for its values. The commit-order reader's batches read every row
+ * of the outbox on a generic plan (db/commit-order.ts).
+ */
+const PER_CALL_PLAN_SETTINGS = { plan_cache_mode: 'force_custom_plan', jit: 'off' } as const;
+
+/** Connections that plan each statement for its values (PER_CALL_PLAN_SETTINGS): the background loops' and the unprepared reads'. */
+export const PER_CALL_POOL_SIZE = 4;
 
 /** Pipelined connections for key lookups, beside the pool (see lookup-lanes.ts). */
 export const LOOKUP_LANES = 2;
@@ -122,36 +137,42 @@ async function listenOn(config: pg.ClientConfig, channel: string, onNotify: (pay
 }
 
 export function createPostgresDatabase(opts: PostgresOptions): Database {
-  const connection: pg.ClientConfig = {
+  const settings = (plans: Record<string, string>): pg.ClientConfig => ({
     connectionString: opts.url,
     connectionTimeoutMillis: 3000,
-    options: [...Object.entries(SESSION_SETTINGS), ...Object.entries(PLAN_SETTINGS), ...(opts.role ? [['role', opts.role]] : [])]
+    options: [...Object.entries(SESSION_SETTINGS), ...Object.entries(plans), ...(opts.role ? [['role', opts.role]] : [])]
       .map(([k, v]) => `-c ${k}=${v}`)
       .join(' '),
     application_name: 'teamlog',
+  });
+  const connection = settings(PLAN_SETTINGS);
+  const poolOf = (config: pg.ClientConfig, max: number) => {
+    const p = new pg.Pool({
+      ...config,
+      max,
+      idleTimeoutMillis: 30_000,
+      maxLifetimeSeconds: (opts.connectionLifetimeMs ?? CONNECTION_LIFETIME_MS) / 1000,
+      // Statements are written without waiting for the answers before them (see runTransaction).
+      pipeline: true,
+    } as pg.PoolConfig);
+    // An idle client losing its connection must not crash the process; the next query reconnects.
+    p.on('error', opts.onError);
+    return p;
   };
-  const pool = new pg.Pool({
-    ...connection,
-    max: opts.poolSize,
-    idleTimeoutMillis: 30_000,
-    maxLifetimeSeconds: (opts.connectionLifetimeMs ?? CONNECTION_LIFETIME_MS) / 1000,
-    // Statements are written without waiting for the answers before them (see runTransaction).
-    pipeline: true,
-  } as pg.PoolConfig);
-  // An idle client losing its connection must not crash the process; the next query reconnects.
-  pool.on('error', opts.onError);
+  const pool = poolOf(connection, opts.poolSize);
+  const perCallPool = poolOf(settings(PER_CALL_PLAN_SETTINGS), PER_CALL_POOL_SIZE);
   const lookups = new LookupLanes(connection, LOOKUP_LANES, opts.onError, opts.connectionLifetimeMs ?? CONNECTION_LIFETIME_MS);
 
   return {
     kind: 'postgres',
     async query<R>(sql: string, params?: readonly unknown[], options?: QueryOptions) {
       const values = params as unknown[] | undefined;
-      if (!options?.prepareAs) return (await pool.query(sql, values)).rows as R[];
+      if (!options?.prepareAs) return (await perCallPool.query(sql, values)).rows as R[];
       if (options.lookup) return lookups.query<R>(options.prepareAs, sql, values);
       return (await pool.query({ name: options.prepareAs, text: sql, values })).rows as R[];
     },
-    async transaction<T>(fn: (tx: Tx) => Promise<T>) {
-      const client = await pool.connect();
+    async transaction<T>(fn: (tx: Tx) => Promise<T>, txOpts?: TransactionOptions) {
+      const client = await (txOpts?.planEachStatement ? perCallPool : pool).connect();
       const batch = writeBatcher(client);
       let broken: Error | undefined;
       // A checked-out client is no longer watched by the pool: a connection lost mid-transaction
@@ -191,11 +212,15 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
     async exec(sql: string) {
       await pool.query(sql);
     },
-    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    poolStats: () => ({
+      total: pool.totalCount + perCallPool.totalCount,
+      idle: pool.idleCount + perCallPool.idleCount,
+      waiting: pool.waitingCount + perCallPool.waitingCount,
+    }),
     listen: (channel, onNotify) => listenOn(connection, channel, onNotify, opts.onError),
     close: async () => {
       await lookups.close();
-      await pool.end();
+      await Promise.all([pool.end(), perCallPool.end()]);
     },
   };
 }

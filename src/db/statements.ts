@@ -24,7 +24,12 @@ export interface StatementSpec {
 
 export interface DeclaredStatement {
   text: string;
-  /** How it is sent: prepared (and on the lookup lanes), or planned per call. */
+  /**
+   * How it is sent: prepared (and on the lookup lanes), or planned per call. On PostgreSQL a
+   * statement planned per call is planned for its values outside a transaction and in the
+   * background loops' transactions (db/postgres.ts, PER_CALL_PLAN_SETTINGS); inside a request's
+   * transaction it gets the plan the main pool makes, without its values.
+   */
   mode: 'prepared lookup' | 'prepared' | 'planned per call' | 'assembled per call';
 }
 

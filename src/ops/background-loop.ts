@@ -177,13 +177,17 @@ const S = statements('background-loop', {
 /**
  * A round that one instance runs at a time: `body` runs in a transaction that first takes the
  * advisory lock `key` (without waiting; answered 'held' when another instance has it). The lock
- * ends with the transaction, so an instance that dies mid-round frees it at once.
+ * ends with the transaction, so an instance that dies mid-round frees it at once. Its statements
+ * are planned for their values (a consumer's read depends on where it stands: db/commit-order.ts).
  */
 export function exclusiveRound(db: Database, key: number, body: (tx: Tx) => Promise<RoundOutcome>): () => Promise<RoundOutcome> {
   return () =>
-    db.transaction(async (tx) => {
-      const [lock] = await query<{ locked: boolean }>(tx, S.tryLock, [key]);
-      if (!lock?.locked) return 'held';
-      return body(tx);
-    });
+    db.transaction(
+      async (tx) => {
+        const [lock] = await query<{ locked: boolean }>(tx, S.tryLock, [key]);
+        if (!lock?.locked) return 'held';
+        return body(tx);
+      },
+      { planEachStatement: true },
+    );
 }
