@@ -23,6 +23,10 @@ export interface Config {
   jwtSecret: string | undefined;
   trustProxy: string[];
   rateLimitPerMinute: number;
+  /** Exports and verifications running at once on this instance; beyond it 429 RATE_LIMITED with Retry-After. */
+  maxConcurrentAuditScans: number;
+  /** When set, GET /metrics answers only a request with `Authorization: Bearer <token>`. */
+  metricsToken: string | undefined;
   /** How long real-time events are kept for replay, in hours. */
   eventRetentionHours: number;
   auditSigningKey: string | undefined;
@@ -189,6 +193,12 @@ export function loadConfig(env: Env = process.env): Config {
     },
     trustProxy: () => parseCidrList('TRUST_PROXY', str(env, 'TRUST_PROXY')),
     rateLimitPerMinute: () => int(env, 'RATE_LIMIT_PER_MINUTE', 3000, 0, 10_000_000),
+    maxConcurrentAuditScans: () => int(env, 'MAX_CONCURRENT_AUDIT_SCANS', 2, 1, 1000),
+    metricsToken: () => {
+      const token = str(env, 'METRICS_TOKEN');
+      if (token !== undefined && token.length < 16) throw new ConfigError('METRICS_TOKEN must have at least 16 characters');
+      return token;
+    },
     eventRetentionHours: () => int(env, 'EVENT_RETENTION_HOURS', 24, 1, 24 * 365),
     // A PEM in one line of an .env file comes with its newlines written as "\n".
     auditSigningKey: () => str(env, 'AUDIT_SIGNING_KEY')?.replaceAll('\\n', '\n'),

@@ -8,7 +8,16 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** This app's registry: background workers started beside the app register theirs in it (auditWebhookMetrics). */
     metricsRegistry: Registry;
+    /** The metrics that code outside this module moves (limits, scans). */
+    metrics: AppMetrics;
   }
+}
+
+export interface AppMetrics {
+  /** A request, message or connection refused by a limit, by limit: general (RATE_LIMIT_PER_MINUTE), login, messages, sockets, audit_scans. */
+  limited: Counter<'limit'>;
+  /** Exports and verifications running on this instance now, by kind: export, verify. */
+  auditScansRunning: Gauge<'kind'>;
 }
 
 export function registerMetrics(app: FastifyInstance, db: Database): void {
@@ -41,6 +50,20 @@ export function registerMetrics(app: FastifyInstance, db: Database): void {
   });
 
   app.decorate('metricsRegistry', registry);
+  app.decorate('metrics', {
+    limited: new Counter({
+      name: 'teamlog_requests_limited_total',
+      help: 'Requests, messages and socket connections refused by a limit, by limit: general, login, messages, sockets, audit_scans',
+      labelNames: ['limit'] as const,
+      registers: [registry],
+    }),
+    auditScansRunning: new Gauge({
+      name: 'teamlog_audit_scans_running',
+      help: 'Audit exports and verifications running on this instance now, by kind (export, verify); at most MAX_CONCURRENT_AUDIT_SCANS',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
+  } satisfies AppMetrics);
 
   app.addHook('onResponse', async (request, reply) => {
     // The route pattern, never the raw URL: ids would explode the label set.
