@@ -1,23 +1,50 @@
 #!/usr/bin/env node
 // npm test: typecheck, lint, then the whole suite twice: on embedded PGlite, and on PostgreSQL
 // with Redis, as several instances run in production (each test file creates and drops its
-// own database). Where no PostgreSQL answers, the PostgreSQL pass is skipped; where no Redis
-// answers, the tests that need it are; the summary says so plainly.
+// own database). Where no PostgreSQL answers, the PostgreSQL pass is skipped, unless
+// --require-postgres (CI) makes that a failure; where no Redis answers, the tests that need it
+// are skipped; the summary says so plainly. A test that takes more than 60 s fails the run, as
+// does a cancelled one (cut short when its file ran out of time) and a failed one.
 //   --only pglite|postgres   run one pass
 //   --no-checks              skip typecheck and lint
+//   --require-postgres       fail, before running anything, when no PostgreSQL answers (.ci/run)
 //   any other argument       test files to run instead of all of them
 import { spawnSync, spawn } from 'node:child_process';
 import net from 'node:net';
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 
+/**
+ * The most one test may take on the 2-core development VM. Held after the fact, from each test's
+ * duration (scripts/test-durations.mjs): Node 20's --test-timeout bounds a whole file, not a
+ * test in it, and node:test has no other way to give every test a limit.
+ */
+const TEST_LIMIT_MS = 60_000;
+/**
+ * What a whole file may take (--test-timeout, on Node 20): only for a file stuck (a test that
+ * never ends, a handle left open); a file that runs out of it is killed, its tests unreported
+ * and the file counted cancelled. The slowest file measured takes about 3 minutes.
+ */
+const FILE_TIMEOUT_MS = 10 * 60_000;
+const FLAGS = ['--only', '--no-checks', '--require-postgres'];
+
 const args = process.argv.slice(2);
+const unknown = args.filter((a) => a.startsWith('--') && !FLAGS.includes(a));
 const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined;
+if (unknown.length > 0 || (args.includes('--only') && only !== 'pglite' && only !== 'postgres')) {
+  console.error(`scripts/test.mjs: ${unknown.length > 0 ? `unknown option ${unknown.join(', ')}` : '--only takes pglite or postgres'}`);
+  console.error('Usage: node scripts/test.mjs [--only pglite|postgres] [--no-checks] [--require-postgres] [test files…]');
+  process.exit(2);
+}
 const checks = !args.includes('--no-checks');
+const requirePostgres = args.includes('--require-postgres') && only !== 'pglite';
 const named = args.filter((a, i) => !a.startsWith('--') && args[i - 1] !== '--only');
 const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const PG_SHOWN = PG_URL.replace(/\/\/[^@]*@/, '//');
 
 function findTests(dir) {
   return readdirSync(dir).flatMap((name) => {
@@ -66,31 +93,67 @@ function redisAnswers() {
   });
 }
 
+/** The spec reporter's closing counts ("ℹ pass 12"); a count it did not print is missing, not 0. */
+const COUNTS = ['tests', 'pass', 'fail', 'cancelled', 'skipped', 'todo'];
+
 function runPass(kind, files, env = {}) {
   return new Promise((resolve) => {
     console.log(`\n▶ test suite on ${kind === 'postgres' ? 'PostgreSQL' : 'embedded PGlite'} (${files.length} files)`);
+    const durationsFile = path.join(tmpdir(), `teamlog-test-durations-${process.pid}-${kind}.jsonl`);
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=180000', '--test-reporter=spec', ...files],
+      [
+        '--import', 'tsx', '--test', '--test-concurrency=2', `--test-timeout=${FILE_TIMEOUT_MS}`,
+        '--test-reporter=spec', '--test-reporter-destination=stdout',
+        `--test-reporter=${pathToFileURL(path.resolve('scripts/test-durations.mjs')).href}`, `--test-reporter-destination=${durationsFile}`,
+        ...files,
+      ],
       { env: { ...process.env, ...env, TEST_DB: kind }, stdio: ['ignore', 'pipe', 'inherit'] },
     );
-    const counts = { pass: 0, fail: 0, skipped: 0 };
     let buffer = '';
+    child.stdout.setEncoding('utf8'); // "ℹ" is three bytes, which two chunks may share
     child.stdout.on('data', (chunk) => {
       process.stdout.write(chunk);
-      buffer += chunk.toString();
+      buffer += chunk;
     });
     child.on('close', (code) => {
-      for (const key of Object.keys(counts)) {
-        const m = buffer.match(new RegExp(`^ℹ ${key} (\\d+)$`, 'm'));
-        if (m) counts[key] = Number(m[1]);
+      const counts = {};
+      for (const key of COUNTS) {
+        // The last one: the summary comes at the very end, after anything a test printed.
+        const all = [...buffer.matchAll(new RegExp(`^ℹ ${key} (\\d+)$`, 'gm'))];
+        counts[key] = all.length > 0 ? Number(all.at(-1)[1]) : undefined;
       }
-      resolve({ code: code ?? 1, ...counts });
+      const tests = existsSync(durationsFile)
+        ? readFileSync(durationsFile, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line))
+        : [];
+      rmSync(durationsFile, { force: true });
+      const slow = tests.filter((t) => t.ms > TEST_LIMIT_MS).sort((a, b) => b.ms - a.ms);
+      resolve({ code: code ?? 1, counts, slow });
     });
   });
 }
 
+// No line: under tsx the reporter's lines are the compiled file's.
+const where = (t) => `${path.relative(process.cwd(), t.file ?? '?')} "${t.name}" (${(t.ms / 1000).toFixed(1)} s)`;
+
+/** Why a pass failed, in words; none: it passed. */
+function problems(r) {
+  const c = r.counts;
+  const found = [];
+  if (COUNTS.some((key) => c[key] === undefined)) found.push('the test runner printed no complete summary (it crashed or was killed): see its output above');
+  if (c.fail > 0) found.push(`${c.fail} failed`);
+  if (c.cancelled > 0) found.push(`${c.cancelled} cancelled: cut short, a file that ran out of its ${FILE_TIMEOUT_MS / 60_000} min counting as one (see "failing tests" above)`);
+  for (const t of r.slow) found.push(`over the ${TEST_LIMIT_MS / 1000} s a test may take: ${where(t)}`);
+  if (r.code !== 0 && found.length === 0) found.push(`the test runner exited ${r.code} with no failed or cancelled test counted: a file failed outside its tests, see the output above`);
+  return found;
+}
+
 const files = named.length > 0 ? named : findTests('test').concat(findTests('src')).sort();
+// Said before the first minute is spent: CI without its PostgreSQL pass is not a green run.
+if (requirePostgres && !(await postgresAnswers())) {
+  console.error(`✖ --require-postgres: no PostgreSQL answers at ${PG_SHOWN} (TEST_DATABASE_URL); the PostgreSQL pass cannot run, so the run fails. Start PostgreSQL, or run without --require-postgres to skip that pass.`);
+  process.exit(1);
+}
 if (checks) {
   step('typecheck (tsc --noEmit)', process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json', '--noEmit']);
   step('lint (eslint)', process.execPath, ['node_modules/eslint/bin/eslint.js', '.']);
@@ -108,10 +171,25 @@ if (only !== 'pglite') {
 }
 
 console.log('\n── summary ──');
-for (const [name, r] of results) console.log(`${name}: ${r.pass} passed, ${r.fail} failed, ${r.skipped} skipped (exit ${r.code})`);
-if (skippedPostgres) console.log(`PostgreSQL pass SKIPPED: no PostgreSQL answers at ${PG_URL.replace(/\/\/[^@]*@/, '//')}`);
+const shown = (n) => (n === undefined ? '?' : n);
+for (const [name, r] of results) {
+  const c = r.counts;
+  const slow = r.slow.length > 0 ? `, ${r.slow.length} over ${TEST_LIMIT_MS / 1000} s` : '';
+  console.log(`${name}: ${shown(c.pass)} passed, ${shown(c.fail)} failed, ${shown(c.cancelled)} cancelled, ${shown(c.skipped)} skipped${c.todo ? `, ${c.todo} todo` : ''}${slow} (exit ${r.code})`);
+}
+const failures = results.flatMap(([name, r]) => problems(r).map((p) => `${name}: ${p}`));
+if (skippedPostgres) {
+  console.log(`PostgreSQL pass SKIPPED: no PostgreSQL answers at ${PG_SHOWN}`);
+  // It answered at the start, then stopped.
+  if (requirePostgres) failures.push(`--require-postgres: the PostgreSQL pass did not run (no PostgreSQL answers at ${PG_SHOWN})`);
+}
 if (withoutRedis) console.log(`The PostgreSQL pass ran WITHOUT Redis (none answers at ${REDIS_URL}): the tests that need it were skipped`);
-const total = results.reduce((t, [, r]) => ({ pass: t.pass + r.pass, fail: t.fail + r.fail, skipped: t.skipped + r.skipped }), { pass: 0, fail: 0, skipped: 0 });
-const failed = results.some(([, r]) => r.code !== 0) || total.fail > 0;
-console.log(`${total.pass} passed, ${total.fail} failed, ${total.skipped} skipped`);
-process.exit(failed ? 1 : 0);
+const total = (key) => results.reduce((sum, [, r]) => sum + (r.counts[key] ?? 0), 0);
+console.log(`${total('pass')} passed, ${total('fail')} failed, ${total('cancelled')} cancelled, ${total('skipped')} skipped`);
+if (results.length === 0) failures.push('no pass ran');
+if (failures.length > 0) {
+  console.log(`✖ FAILED:\n${failures.map((f) => `  - ${f}`).join('\n')}`);
+  process.exit(1);
+}
+console.log('✔ passed');
+process.exit(0);
