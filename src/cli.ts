@@ -5,7 +5,7 @@
 import './ops/heap-settings.js';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { ConfigError, loadConfig, loadEnvFile } from './config.js';
+import { ConfigError, loadConfig, loadEnvFile, unknownEnvFileKeys } from './config.js';
 import { DataDirLockedError, lockDataDir } from './ops/data-dir-lock.js';
 import { auditCommand } from './cli/audit.js';
 import { CliError, UsageError, cliLogger, databaseLabel, options, out, type Command, type CommandGroup } from './cli/support.js';
@@ -164,7 +164,8 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   try {
-    loadEnvFile();
+    const envFile = loadEnvFile();
+    if (envFile) for (const warning of unknownEnvFileKeys(envFile)) process.stderr.write(`teamlog: ${warning}\n`);
     await command.run(args);
     return 0;
   } catch (err) {

@@ -1,8 +1,9 @@
 // The only reader of process.env. Every setting is parsed once, at start, with a clear
 // message naming the variable when it is wrong, so a typo never becomes a runtime surprise.
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { BlockList, isIP } from 'node:net';
 import path from 'node:path';
+import { parseEnv } from 'node:util';
 
 export interface Config {
   port: number;
@@ -147,6 +148,72 @@ export function loadEnvFile(file = path.resolve('.env')): string | undefined {
     throw new ConfigError(`${file} could not be read: ${(err as Error).message}`);
   }
   return file;
+}
+
+/**
+ * Every variable loadConfig reads, in order: loadConfig run once on an environment that notes
+ * each name asked of it (every setting's parser runs, and reads its variable, whatever the
+ * others hold). So the list is the parsers themselves, and a new setting is on it by being read.
+ */
+export function settingNames(): string[] {
+  const asked = new Set<string>();
+  const env = new Proxy({} as Env, {
+    get(_target, name) {
+      if (typeof name === 'string') asked.add(name);
+      return undefined;
+    },
+  });
+  try {
+    loadConfig(env);
+  } catch (err) {
+    // A setting that an empty environment leaves invalid is still a name it read.
+    if (!(err instanceof ConfigError)) throw err;
+  }
+  return [...asked];
+}
+
+/**
+ * Variables a .env may hold for others than Teamlog: compose.yaml's own (the same .env gives it
+ * its passwords and port; test/containers.test.ts holds it to these and the settings), and the
+ * PostgreSQL driver's PG* defaults (PGSSLMODE, PGSSLROOTCERT, …), which it reads beside DATABASE_URL.
+ */
+const READ_BY_OTHERS = new Set(['POSTGRES_PASSWORD', 'TEAMLOG_DB_PASSWORD', 'TEAMLOG_PORT']);
+const PG_DRIVER = /^PG[A-Z_]+$/;
+
+/** Levenshtein distance, for the closest setting to a misspelt name. */
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
+}
+
+/**
+ * One warning for each variable in the .env `file` that no setting reads (a typo there is
+ * otherwise silently a default): "LOG_LEVL in .env is not a setting Teamlog reads; did you mean
+ * LOG_LEVEL?", naming the closest setting when one is near enough to be the meant one.
+ */
+export function unknownEnvFileKeys(file: string): string[] {
+  const names = settingNames();
+  const known = new Set(names);
+  const shown = path.basename(file);
+  const text = readFileSync(file, 'utf8');
+  const parsed = Object.keys(parseEnv(text));
+  // In the file's order (parseEnv's is its own); a key the line scan misses comes last.
+  const inFile = [...text.matchAll(/^[ \t]*(?:export[ \t]+)?([^\s=#]+)[ \t]*=/gm)].map((m) => m[1]!);
+  const keys = [...new Set([...inFile.filter((key) => parsed.includes(key)), ...parsed])];
+  return keys
+    .filter((key) => !known.has(key) && !READ_BY_OTHERS.has(key) && !PG_DRIVER.test(key))
+    .map((key) => {
+      const upper = key.toUpperCase();
+      const [closest] = names.map((name) => ({ name, d: distance(upper, name) })).sort((x, y) => x.d - y.d);
+      // Near enough: a letter or two (or a few in a long name) away, or the same name in other case.
+      const near = closest && closest.d <= Math.max(2, Math.floor(closest.name.length / 5));
+      return `${key} in ${shown} is not a setting Teamlog reads${near ? `; did you mean ${closest.name}?` : ' (.env.example lists every setting)'}`;
+    });
 }
 
 export function loadConfig(env: Env = process.env): Config {

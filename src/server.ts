@@ -4,7 +4,7 @@ import path from 'node:path';
 import { existsSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import net from 'node:net';
-import { ConfigError, loadConfig, loadEnvFile, type Config } from './config.js';
+import { ConfigError, loadConfig, loadEnvFile, unknownEnvFileKeys, type Config } from './config.js';
 import { openDatabase, superuserLoginWarning } from './db/open.js';
 import { DatabaseUnavailableError, waitForPostgres } from './db/wait.js';
 import { ensureFirstAdmin } from './first-admin.js';
@@ -57,7 +57,10 @@ async function main(): Promise<void> {
   const envFile = loadEnvFile();
   const config = loadConfig();
   const log = createLogger(config.logLevel);
-  if (envFile) log.info(`Environment read from ${envFile} (a variable already set keeps its value)`);
+  if (envFile) {
+    log.info(`Environment read from ${envFile} (a variable already set keeps its value)`);
+    for (const warning of unknownEnvFileKeys(envFile)) log.warn(warning);
+  }
   await ensurePortFree(config.host, config.port);
   // The embedded database is one process's alone (released at exit); PostgreSQL is shared, and
   // may still be starting.
