@@ -290,18 +290,21 @@ describe('configuration that helps', { concurrency: true }, () => {
       const proc = await spawnServer({
         DATA_DIR: dataDir,
         DATABASE_URL: `postgres://teamlog:${password}@127.0.0.1:${closedPort}/teamlog`,
-        DATABASE_STARTUP_TIMEOUT_MS: '2000',
+        DATABASE_STARTUP_TIMEOUT_MS: '3000',
       });
       assert.equal(await proc.exited, 1);
       const gaveUp = Date.now();
       const output = proc.output();
-      // From the first attempt's warning (its log time) to the exit: the 2 s window, and no more.
+      // From the first attempt's warning (its log time) to the exit: the 3 s window, all of it
+      // (the first attempt itself came before the warning), and no more.
       const firstRetry = output.split('\n').find((line) => line.includes('does not answer yet'));
       assert.ok(firstRetry, `no retry was logged:\n${output}`);
       const waited = gaveUp - (JSON.parse(firstRetry) as { time: number }).time;
-      assert.ok(waited < 2000 + 3000, `it gave up ${waited} ms after the first attempt`);
+      assert.ok(waited >= 3000 - 250, `it gave up ${waited} ms after the first attempt, before its 3 s were up`);
+      assert.ok(waited < 3000 + 3000, `it gave up ${waited} ms after the first attempt`);
       assert.match(output, new RegExp(`PostgreSQL at DATABASE_URL \\(postgres://teamlog@127\\.0\\.0\\.1:${closedPort}/teamlog\\) does not answer yet`));
-      assert.match(output, new RegExp(`Teamlog cannot start: PostgreSQL at DATABASE_URL \\(postgres://teamlog@127\\.0\\.0\\.1:${closedPort}/teamlog\\) did not answer within \\d+ s \\(\\d+ attempts\\): connect ECONNREFUSED 127\\.0\\.0\\.1:${closedPort}\\. Check that it runs and that DATABASE_URL points at it\\.$`, 'm'));
+      // The time DATABASE_STARTUP_TIMEOUT_MS gave it (it once said "within 2 s" for 3000, giving up early).
+      assert.match(output, new RegExp(`Teamlog cannot start: PostgreSQL at DATABASE_URL \\(postgres://teamlog@127\\.0\\.0\\.1:${closedPort}/teamlog\\) did not answer within 3 s \\(\\d+ attempts\\): connect ECONNREFUSED 127\\.0\\.0\\.1:${closedPort}\\. Check that it runs and that DATABASE_URL points at it\\.$`, 'm'));
       assert.ok(!output.includes(password), `the password was written:\n${output}`);
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
@@ -408,4 +411,34 @@ test('waitForPostgres retries a server that does not answer yet, and fails at on
     (err: Error) => err instanceof DatabaseUnavailableError && /^MIGRATION_DATABASE_URL \(postgres:\/\/u@db:5432\/teamlog\) refused the connection: 28P01/.test(err.message),
   );
   assert.equal(tries, 1);
+});
+
+test('waitForPostgres tries until its whole timeout has passed, the last attempt at the deadline, and says that timeout', async () => {
+  const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+  for (const [timeoutMs, said] of [[3000, '3 s'], [1500, '1.5 s']] as const) {
+    const attempts: number[] = [];
+    const retries: string[] = [];
+    const started = Date.now();
+    await assert.rejects(
+      waitForPostgres('postgres://u@db:5432/teamlog', {
+        name: 'DATABASE_URL',
+        timeoutMs,
+        onRetry: (m) => retries.push(m),
+        probe: async () => {
+          attempts.push(Date.now() - started);
+          throw refused;
+        },
+      }),
+      (err: Error) => {
+        assert.ok(err instanceof DatabaseUnavailableError);
+        assert.match(err.message, new RegExp(`did not answer within ${said.replace('.', '\\.')} \\(${attempts.length} attempts\\): connect ECONNREFUSED`));
+        return true;
+      },
+    );
+    // 250 ms, 500 ms, 1 s, … and the last wait cut to end at the deadline: the last attempt is made then, not a wait early.
+    assert.ok(attempts.at(-1)! >= timeoutMs - 5, `the last attempt came ${attempts.at(-1)} ms in, before the ${timeoutMs} ms were up`);
+    assert.ok(Date.now() - started < timeoutMs + 1000, `it went on for ${Date.now() - started} ms`);
+    assert.match(retries[0]!, /trying again in 250 ms$/);
+    assert.match(retries[1]!, /trying again in 500 ms$/);
+  }
 });

@@ -51,9 +51,13 @@ async function probePostgres(url: string, timeoutMs: number): Promise<void> {
   }
 }
 
+/** 3000 (or the 2999 ms left of it a moment later) → "3 s", 1500 → "1.5 s". */
+const seconds = (ms: number) => `${Number((ms / 1000).toFixed(1))} s`;
+
 /**
  * Resolves once PostgreSQL at `url` accepts a connection and answers a query. Retries what looks
- * like a server that is not there yet, from 250 ms doubling to 5 s, until `timeoutMs` has passed;
+ * like a server that is not there yet, from 250 ms doubling to 5 s, until `timeoutMs` has passed
+ * (the last wait cut short so that the last attempt is made at the deadline, not before it);
  * anything else (a wrong password, a missing database) fails at once.
  */
 export async function waitForPostgres(url: string, opts: WaitOptions): Promise<void> {
@@ -68,15 +72,16 @@ export async function waitForPostgres(url: string, opts: WaitOptions): Promise<v
       return;
     } catch (err) {
       if (!notAnswering(err)) throw new DatabaseUnavailableError(`${where} refused the connection: ${reason(err)}`);
-      const waitedSeconds = Math.round((opts.timeoutMs - Math.max(0, deadline - Date.now())) / 1000);
-      if (Date.now() + delay > deadline) {
+      const wait = Math.min(delay, deadline - Date.now());
+      if (wait <= 0) {
+        // The window it was given, which it has now waited in full: the one to lengthen.
         throw new DatabaseUnavailableError(
-          `PostgreSQL at ${where} did not answer${opts.timeoutMs > 0 ? ` within ${waitedSeconds} s (${attempt} attempts)` : ''}: ${reason(err)}. ` +
+          `PostgreSQL at ${where} did not answer${opts.timeoutMs > 0 ? ` within ${seconds(opts.timeoutMs)} (${attempt} attempts)` : ''}: ${reason(err)}. ` +
             `Check that it runs and that ${opts.name} points at it.`,
         );
       }
-      opts.onRetry?.(`PostgreSQL at ${where} does not answer yet (${reason(err)}); trying again in ${delay < 1000 ? `${delay} ms` : `${delay / 1000} s`}`);
-      await new Promise((resolve) => setTimeout(resolve, delay));
+      opts.onRetry?.(`PostgreSQL at ${where} does not answer yet (${reason(err)}); trying again in ${wait < 1000 ? `${wait} ms` : seconds(wait)}`);
+      await new Promise((resolve) => setTimeout(resolve, wait));
       delay = Math.min(delay * 2, 5000);
     }
   }
