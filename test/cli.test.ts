@@ -3,7 +3,7 @@
 // database on the PostgreSQL pass.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createPgliteDatabase } from '../src/db/pglite.js';
 import { APP_ROLE, createPostgresDatabase } from '../src/db/postgres.js';
+import { LOCK_FILE } from '../src/ops/data-dir-lock.js';
 import { runTeamlog, type CliResult } from './helpers/cli.js';
 import { auditRows, Client, login } from './helpers/client.js';
 import { onPostgres, PG_BASE_URL, startTestServer, type TestDatabase, type TestServer } from './helpers/server.js';
@@ -174,6 +175,38 @@ describe('the command line itself', { concurrency: true }, () => {
     assert.equal(r.code, 2);
     assert.match(r.stderr, /--email is required/);
     assert.match(r.stderr, /Usage: teamlog create-admin --email/);
+  });
+
+  test('audit verify and audit export, refused while a server holds the embedded database, say how to do it through that server instead', async () => {
+    const held = mkdtempSync(path.join(tmpdir(), 'teamlog-cli-held-'));
+    try {
+      // The lock as a running server holds it: a live process's pid (this test's).
+      writeFileSync(path.join(held, LOCK_FILE), `${process.pid}\n`);
+      const verify = await runTeamlog(['audit', 'verify'], { DATA_DIR: held });
+      assert.equal(verify.code, 1, verify.stderr);
+      assert.match(verify.stderr, new RegExp(`in use by another Teamlog process \\(pid ${process.pid}\\)`));
+      assert.match(verify.stderr, /^To verify while it runs, verify an export of the running server instead/m);
+      assert.match(verify.stderr, /-H "Authorization: Bearer <an ADMIN's access token>" <server>\/api\/v1\/audit-logs\/export -o export\.ndjson$/m);
+      assert.match(verify.stderr, /GET \/api\/v1\/audit-logs\/public-keys/);
+      assert.ok(!/--url|--token/.test(verify.stderr), `it names a flag the CLI does not have:\n${verify.stderr}`);
+      // The command it shows is one the CLI takes: run as shown, it fails on the missing export (1), not on its usage (2).
+      const shown = /^ {2}teamlog (audit verify .+)$/m.exec(verify.stderr)?.[1];
+      assert.equal(shown, 'audit verify --file export.ndjson --public-key key.pem');
+      const asShown = await runTeamlog(shown.split(' '), { DATA_DIR: held });
+      assert.equal(asShown.code, 1, asShown.stderr);
+      assert.match(asShown.stderr, /cannot read the export export\.ndjson: ENOENT/);
+
+      const exported = await runTeamlog(['audit', 'export'], { DATA_DIR: held });
+      assert.equal(exported.code, 1, exported.stderr);
+      assert.match(exported.stderr, /in use by another Teamlog process/);
+      assert.match(exported.stderr, /^To export while it runs, take the same export from the running server/m);
+      assert.match(exported.stderr, /<server>\/api\/v1\/audit-logs\/export -o export\.ndjson$/m);
+      assert.equal(exported.stdout, '');
+      // Neither took the lock from its holder.
+      assert.equal(readFileSync(path.join(held, LOCK_FILE), 'utf8').trim(), String(process.pid));
+    } finally {
+      rmSync(held, { recursive: true, force: true });
+    }
   });
 
   test('--help lists the commands and exits 0', async () => {

@@ -4,8 +4,7 @@ import { createWriteStream, rmSync, type WriteStream } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { loadConfig } from '../config.js';
-import { lockDataDir } from '../ops/data-dir-lock.js';
-import { CliError, UsageError, cliLogger, options, type Command } from './support.js';
+import { CliError, EXPORT_THROUGH_SERVER, UsageError, cliLogger, lockEmbeddedDatabase, options, type Command } from './support.js';
 
 /**
  * Output queued for the file before the export waits for it: with the stream's default of 16 KB
@@ -62,7 +61,9 @@ export const auditExport: Command = {
     // The file first: a refusal to overwrite comes before the database is opened or the export audited.
     const target = opts.output !== undefined ? await openOutput(opts.output) : process.stdout;
     try {
-      const unlock = config.databaseUrl ? () => {} : lockDataDir(config.dataDir);
+      const unlock = config.databaseUrl
+        ? () => {}
+        : lockEmbeddedDatabase(config.dataDir, `To export while it runs, take the same export from the running server (filters as query parameters, format=csv for CSV):\n${EXPORT_THROUGH_SERVER}`);
       try {
         const db = await openDatabase(config, (err) => log.warn(`database connection error: ${(err as Error).message}`));
         try {

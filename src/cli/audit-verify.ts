@@ -3,10 +3,18 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../config.js';
-import { lockDataDir } from '../ops/data-dir-lock.js';
-import { CliError, UsageError, cliLogger, databaseLabel, options, out, type Command } from './support.js';
+import { CliError, EXPORT_THROUGH_SERVER, UsageError, cliLogger, databaseLabel, lockEmbeddedDatabase, options, out, type Command } from './support.js';
 
 const USAGE = 'teamlog audit verify [--checkpoint <saved.note>] [--public-key <key.pem> | --verifier-key <vkey>] [--file <export.ndjson> [--complete]]';
+
+/** While the server holds the embedded database: its export, verified here with no database at all. */
+const WHILE_THE_SERVER_RUNS = [
+  'To verify while it runs, verify an export of the running server instead, which needs no database:',
+  EXPORT_THROUGH_SERVER,
+  '  teamlog audit verify --file export.ndjson --public-key key.pem',
+  'with key.pem the public_key of GET /api/v1/audit-logs/public-keys (or --verifier-key <its note_verifier_key>);',
+  'add --complete to an unfiltered export so that a removed line is caught too.',
+].join('\n');
 
 /** A progress line on a terminal (stderr), redrawn in place at most every 200 ms; nothing when piped. */
 function progress(label: string) {
@@ -95,7 +103,7 @@ export const auditVerify: Command = {
       import('../modules/audit/integrity/verifier.js'), import('node:fs'),
     ]);
     const external = opts.checkpoint !== undefined ? readText(opts.checkpoint, 'the checkpoint') : undefined;
-    const unlock = url ? () => {} : lockDataDir(config.dataDir);
+    const unlock = url ? () => {} : lockEmbeddedDatabase(config.dataDir, WHILE_THE_SERVER_RUNS);
     const db = await openDatabase(config, (err) => log.warn(`database connection error: ${(err as Error).message}`));
     try {
       const origin = await resolveOrigin(db, config.auditLogOrigin);

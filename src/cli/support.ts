@@ -5,6 +5,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
+import { DataDirLockedError, lockDataDir } from '../ops/data-dir-lock.js';
 
 /** A refusal the operator can act on: printed without a stack trace, exit code 1. */
 export class CliError extends Error {}
@@ -49,3 +50,20 @@ export function options<T extends Record<string, { type: 'string' | 'boolean' }>
   }
 }
 
+/**
+ * Takes the embedded database's lock (ops/data-dir-lock.ts) for a command that needs it. Refused
+ * while the server holds it: the refusal then also says how to get the same done through the
+ * running server (`instead`), since stopping the service is rarely what the operator wants.
+ */
+export function lockEmbeddedDatabase(dataDir: string, instead: string): () => void {
+  try {
+    return lockDataDir(dataDir);
+  } catch (err) {
+    if (err instanceof DataDirLockedError) throw new CliError(`${err.message}.\n${instead}`);
+    throw err;
+  }
+}
+
+/** The export, through the running server, as an ADMIN (GET /audit-logs/export: the same NDJSON as `teamlog audit export`). */
+export const EXPORT_THROUGH_SERVER =
+  '  curl -fsS -H "Authorization: Bearer <an ADMIN\'s access token>" <server>/api/v1/audit-logs/export -o export.ndjson';
