@@ -74,18 +74,18 @@ test('rotation: after a restart with a new key (and the old one named as trusted
     const previous = ((await admin.client.get('/api/v1/audit-logs/public-keys', { token: admin.token })).body as Array<{ note_verifier_key: string }>)[0]!.note_verifier_key;
     await server.close();
 
-    // A new key without the old one named: the service will not sign over a checkpoint it cannot
-    // trust (an attacker's key registered in the database looks just like this).
-    server = await startTestServer({ database, env: { ...FAST, AUDIT_SIGNING_KEY: second, AUDIT_SIGNING_KEY_ID: 'key-2026-02' } });
-    admin = await loginAdmin(server);
-    await audit(admin, 1);
-    await new Promise((r) => setTimeout(r, 1500));
-    const [unsigned] = await server.owner.query<{ key_id: string }>('SELECT key_id FROM audit_checkpoints ORDER BY id DESC LIMIT 1');
-    assert.equal(unsigned!.key_id, 'key-2026-01', 'nothing is signed over an untrusted checkpoint');
-    const refused = await verify(admin);
-    assert.equal(refused.ok, false);
-    assert.match(refused.problem ?? '', /not signed by the trusted key/);
-    await server.close();
+    // A new key without the old one named: the service refuses to start rather than sign
+    // checkpoints nobody trusts (or answer verifications against the wrong key), names the
+    // setting and the way to rotate, and registers nothing.
+    await assert.rejects(
+      startTestServer({ database, env: { ...FAST, AUDIT_SIGNING_KEY: second, AUDIT_SIGNING_KEY_ID: 'key-2026-02' } }),
+      (err: Error) => {
+        assert.match(err.message, /AUDIT_SIGNING_KEY: this instance would sign the audit log's checkpoints with key "key-2026-02", but the log's newest checkpoint \(tree size \d+\) is signed with key "key-2026-01"/);
+        assert.ok(err.message.includes(`AUDIT_PREVIOUS_VERIFIER_KEYS=${previous}`), err.message);
+        return true;
+      },
+    );
+    assert.deepEqual(await database.owner.query('SELECT key_id FROM audit_signing_keys ORDER BY key_id'), [{ key_id: 'key-2026-01' }]);
 
     // With the old key named as trusted, the head is re-signed under the new one at once.
     server = await startTestServer({ database, env: { ...FAST, AUDIT_SIGNING_KEY: second, AUDIT_SIGNING_KEY_ID: 'key-2026-02', AUDIT_PREVIOUS_VERIFIER_KEYS: previous } });
@@ -105,7 +105,11 @@ test('rotation: after a restart with a new key (and the old one named as trusted
 
     // A key id may not be given to another key.
     await server.close();
-    await assert.rejects(startTestServer({ database, env: { ...FAST, AUDIT_SIGNING_KEY: generateEd25519PrivateKeyPem(), AUDIT_SIGNING_KEY_ID: 'key-2026-01' } }), /AUDIT_SIGNING_KEY_ID "key-2026-01" already names another key/);
+    const trustedNow = keys.find((k) => k.key_id === 'key-2026-02')!.note_verifier_key;
+    await assert.rejects(
+      startTestServer({ database, env: { ...FAST, AUDIT_SIGNING_KEY: generateEd25519PrivateKeyPem(), AUDIT_SIGNING_KEY_ID: 'key-2026-01', AUDIT_PREVIOUS_VERIFIER_KEYS: trustedNow } }),
+      /AUDIT_SIGNING_KEY_ID "key-2026-01" already names another key/,
+    );
   } finally {
     await server.close();
     await database.drop();

@@ -3,13 +3,13 @@
 import path from 'node:path';
 import type { Config } from '../config.js';
 import type { Database } from './database.js';
-import { databaseSession, migrate, migratePostgres } from './migrate.js';
+import { databaseSession, migrate, migrateAtStart } from './migrate.js';
 import { createPgliteDatabase } from './pglite.js';
 import { APP_ROLE, createPostgresDatabase } from './postgres.js';
 
 export async function openDatabase(config: Config, onError: (err: unknown) => void): Promise<Database> {
   if (config.databaseUrl) {
-    await migratePostgres(config.migrationDatabaseUrl ?? config.databaseUrl);
+    await migrateAtStart(config.databaseUrl, config.migrationDatabaseUrl);
     return createPostgresDatabase({ url: config.databaseUrl, poolSize: config.databasePoolSize, role: APP_ROLE, onError });
   }
   const db = await createPgliteDatabase(path.join(config.dataDir, 'pglite'), onError);

@@ -19,7 +19,12 @@ import { webhookLag } from './webhook.repository.js';
 export const webhookTuningForTests: Partial<WebhookTuning> = {};
 
 export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: EvidenceService, onSealed?: () => void): void {
-  if (!deps.config.auditSealing) return;
+  // The log's identity is settled at start on every instance, so that one holding a key the log
+  // does not trust (log-identity.ts) refuses to start instead of answering verifications wrongly.
+  if (!deps.config.auditSealing) {
+    app.addHook('onReady', async () => void (await evidence.logIdentity()));
+    return;
+  }
   const { auditWebhookUrl: url, auditWebhookSecret: secret } = deps.config;
   // Unsigned deliveries would let anyone who can reach the receiver feed it a forged log.
   if (url && !secret) throw new ConfigError('AUDIT_WEBHOOK_URL is set but AUDIT_WEBHOOK_SECRET is not: deliveries are signed with it');
