@@ -3,3 +3,31 @@
 -- sealing-status.ages (planned per call)
 SELECT (EXTRACT(EPOCH FROM clock_timestamp() - $1::timestamptz) * 1000)::float8 AS waiting_ms,
      (EXTRACT(EPOCH FROM clock_timestamp() - $2::timestamptz) * 1000)::float8 AS since_seal_ms;
+
+-- sealing-status.backlogAfterPoint (planned per call)
+WITH s AS (SELECT pg_current_snapshot() AS snap)
+  SELECT w.records, w.oldest_seconds, c.age_seconds AS checkpoint_age_seconds,
+     COALESCE((SELECT EXTRACT(EPOCH FROM clock_timestamp() - b.sealed_at) FROM audit_seal_batches b
+                WHERE b.first_seq <= COALESCE(c.tree_size, 0)
+                  AND COALESCE(c.tree_size, 0) < (SELECT COALESCE(max(n.next_seq), 0) FROM audit_seal_batches n)
+                ORDER BY b.first_seq DESC LIMIT 1), 0)::float8 AS checkpoint_lag_seconds
+    FROM (SELECT count(*)::int AS records, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(t."timestamp")), 0)::float8 AS oldest_seconds
+            FROM audit_log t, s
+           WHERE ((t.xact_id > $1::xid8 AND t.xact_id < $3::xid8) OR (t.xact_id = $1::xid8 AND t.id > $2::bigint)) AND pg_visible_in_snapshot(t.xact_id, s.snap)
+             AND NOT ($4::pg_snapshot IS NOT NULL AND t.id <= $5::bigint AND pg_visible_in_snapshot(t.xact_id, $4::pg_snapshot))) w
+    LEFT JOIN (SELECT tree_size, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS age_seconds
+                 FROM audit_checkpoints ORDER BY id DESC LIMIT 1) c ON true;
+
+-- sealing-status.backlogAfterSnapshot (planned per call)
+WITH s AS (SELECT pg_current_snapshot() AS snap)
+  SELECT w.records, w.oldest_seconds, c.age_seconds AS checkpoint_age_seconds,
+     COALESCE((SELECT EXTRACT(EPOCH FROM clock_timestamp() - b.sealed_at) FROM audit_seal_batches b
+                WHERE b.first_seq <= COALESCE(c.tree_size, 0)
+                  AND COALESCE(c.tree_size, 0) < (SELECT COALESCE(max(n.next_seq), 0) FROM audit_seal_batches n)
+                ORDER BY b.first_seq DESC LIMIT 1), 0)::float8 AS checkpoint_lag_seconds
+    FROM (SELECT count(*)::int AS records, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(t."timestamp")), 0)::float8 AS oldest_seconds
+            FROM audit_log t, s
+           WHERE (t.xact_id = ANY ($1::xid8[]) OR (t.xact_id >= $2::xid8 AND t.xact_id < $3::xid8)) AND pg_visible_in_snapshot(t.xact_id, s.snap)
+             AND NOT ($4::pg_snapshot IS NOT NULL AND t.id <= $5::bigint AND pg_visible_in_snapshot(t.xact_id, $4::pg_snapshot))) w
+    LEFT JOIN (SELECT tree_size, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS age_seconds
+                 FROM audit_checkpoints ORDER BY id DESC LIMIT 1) c ON true;

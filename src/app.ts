@@ -24,7 +24,7 @@ import { profileRoutes } from './modules/users/profile.routes.js';
 import { usersRoutes } from './modules/users/users.routes.js';
 import { attachAuditWorkers } from './modules/audit/integrity/workers.js';
 import { registerHealth } from './ops/health.js';
-import { registerMetrics } from './ops/metrics.js';
+import { realtimeMetrics, registerMetrics } from './ops/metrics.js';
 import { registerVersion, versionInfo } from './ops/version.js';
 import { registerRealtimeDemo } from './realtime/demo-page.js';
 import { attachRealtime } from './realtime/realtime.js';
@@ -68,7 +68,7 @@ export async function buildApp(deps: Deps, services: Services) {
 
   await app.register(swagger, swaggerOptions);
 
-  registerMetrics(app, db);
+  registerMetrics(app, db, config);
   registerHealth(app, db, config.auditSealStallMs);
 
   // Authentication: every /api route needs a valid, unrevoked session unless it says it is public.
@@ -107,7 +107,7 @@ export async function buildApp(deps: Deps, services: Services) {
 
   await registerDocs(app);
   registerRealtimeDemo(app);
-  attachRealtime(app, deps, services, redis);
+  realtimeMetrics(app.metricsRegistry, attachRealtime(app, deps, services, redis).io);
   attachAuditWorkers(app, deps, services.evidence);
   return app;
 }

@@ -6,6 +6,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { isUnavailableError, pgErrorCode } from '../db/database.js';
 import { DomainError } from '../domain/errors.js';
 import { AppError, TITLES, fromDomain, unavailable, type FieldError } from './errors.js';
+import { noteProblem } from './request-context.js';
 import { patternMessage } from './schemas.js';
 
 const PROBLEM_TYPES: Record<string, string> = {
@@ -18,6 +19,7 @@ export function problemType(code: string): string {
 }
 
 export function sendProblem(request: FastifyRequest, reply: FastifyReply, err: AppError): FastifyReply {
+  noteProblem(reply, err.code);
   for (const [name, value] of Object.entries(err.extras.headers ?? {})) reply.header(name, value);
   const body: Record<string, unknown> = {
     type: problemType(err.code),

@@ -1,8 +1,15 @@
-// Prometheus metrics: requests by route and status, a latency histogram, and the database
-// pool. One registry per app instance (tests run several in one process).
+// Prometheus metrics: requests by route and status, a latency histogram, the database pool,
+// the limits, the sockets and real-time lag of this instance, and the audit log's sealing,
+// signing and webhook backlogs (read from the database at each scrape, so every instance
+// reports the same). One registry per app instance (tests run several in one process).
+// docs/operations.md says what each means and which to alert on.
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
+import { AppError } from '../http/errors.js';
+import { sealingBacklog, type SealingBacklog } from '../modules/audit/integrity/sealing-status.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -20,7 +27,12 @@ export interface AppMetrics {
   auditScansRunning: Gauge<'kind'>;
 }
 
-export function registerMetrics(app: FastifyInstance, db: Database): void {
+/** A scrape's reads of the database give up after this long; the gauges keep their last values. */
+const READ_TIMEOUT_MS = 2000;
+
+export type MetricsConfig = Pick<Config, 'metricsToken' | 'auditCheckpointIntervalMs' | 'maxConcurrentAuditScans'>;
+
+export function registerMetrics(app: FastifyInstance, db: Database, config: MetricsConfig): void {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const requests = new Counter({
@@ -64,6 +76,19 @@ export function registerMetrics(app: FastifyInstance, db: Database): void {
       registers: [registry],
     }),
   } satisfies AppMetrics);
+  // Settings the alerting rules compare with (deploy/prometheus/teamlog.rules.yml), so that a
+  // rule follows the configuration instead of repeating it.
+  new Gauge({
+    name: 'teamlog_audit_scans_limit',
+    help: 'MAX_CONCURRENT_AUDIT_SCANS: audit exports and verifications one instance runs at once',
+    registers: [registry],
+  }).set(config.maxConcurrentAuditScans);
+  new Gauge({
+    name: 'teamlog_audit_checkpoint_interval_seconds',
+    help: 'AUDIT_CHECKPOINT_INTERVAL_MS in seconds: at least this often a checkpoint is signed while sealed records are not covered by one',
+    registers: [registry],
+  }).set(config.auditCheckpointIntervalMs / 1000);
+  auditSealingMetrics(registry, () => sealingBacklog(db));
 
   app.addHook('onResponse', async (request, reply) => {
     // The route pattern, never the raw URL: ids would explode the label set.
@@ -72,10 +97,75 @@ export function registerMetrics(app: FastifyInstance, db: Database): void {
     duration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
   });
 
-  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+  const allowed = config.metricsToken === undefined ? () => true : bearerCheck(config.metricsToken);
+  app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+    if (!allowed(request.headers.authorization)) {
+      throw new AppError(401, 'UNAUTHENTICATED', 'GET /metrics needs Authorization: Bearer <METRICS_TOKEN>', {
+        headers: { 'www-authenticate': 'Bearer realm="metrics"' },
+      });
+    }
     reply.header('content-type', registry.contentType).header('cache-control', 'no-store');
     return registry.metrics();
   });
+}
+
+/**
+ * Whether an Authorization header carries the token, in a time that does not depend on how much
+ * of it matches: both sides are hashed to one length before the constant-time comparison.
+ */
+function bearerCheck(token: string): (header: string | undefined) => boolean {
+  const digest = (s: string) => createHash('sha256').update(s).digest();
+  const expected = digest(token);
+  return (header) => {
+    const presented = /^Bearer +(\S+) *$/i.exec(header ?? '')?.[1];
+    return timingSafeEqual(digest(presented ?? ''), expected) && presented !== undefined;
+  };
+}
+
+/**
+ * A read that the gauges of one scrape share (the registry collects them side by side): the
+ * first gauge starts it, the others wait for the same answer, and so does a scrape that comes
+ * while it is still running (a slow database is not asked again and again). Undefined when it
+ * failed or did not answer in time: the gauges then keep their last values rather than show a
+ * false 0.
+ */
+function sharedRead<T>(read: () => Promise<T>): () => Promise<T | undefined> {
+  let inflight: Promise<T | undefined> | undefined;
+  return () => {
+    const running = (inflight ??= read()
+      .catch(() => undefined)
+      .finally(() => {
+        inflight = undefined;
+      }));
+    return new Promise<T | undefined>((resolve) => {
+      const timer = setTimeout(() => resolve(undefined), READ_TIMEOUT_MS);
+      timer.unref();
+      void running.then((value) => {
+        clearTimeout(timer);
+        resolve(value);
+      });
+    });
+  };
+}
+
+/** What sealing and signing have yet to do (sealing-status.ts), read from the database at each scrape. */
+function auditSealingMetrics(registry: Registry, readBacklog: () => Promise<SealingBacklog>): void {
+  const backlog = sharedRead(readBacklog);
+  const gauge = (name: string, help: string, value: (b: SealingBacklog) => number | undefined) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      async collect() {
+        const b = await backlog();
+        const v = b && value(b);
+        if (v !== undefined) this.set(v);
+      },
+    });
+  gauge('teamlog_audit_unsealed_records', 'Committed audit records not sealed yet (the whole log\'s, read from the database)', (b) => b.unsealedRecords);
+  gauge('teamlog_audit_seal_lag_seconds', 'Age of the oldest committed audit record not sealed yet, by its timestamp (0 when none waits)', (b) => b.sealLagSeconds);
+  gauge('teamlog_audit_checkpoint_age_seconds', 'Age of the newest signed checkpoint (0 until the first); it grows while nothing new is sealed, which is normal', (b) => b.checkpointAgeSeconds);
+  gauge('teamlog_audit_checkpoint_lag_seconds', 'How long the first sealed audit record that no signed checkpoint covers has been sealed (0 when the newest checkpoint covers every sealed record)', (b) => b.checkpointLagSeconds);
 }
 
 /**
@@ -84,14 +174,7 @@ export function registerMetrics(app: FastifyInstance, db: Database): void {
  * the failure counter is this instance's own attempts. Answers the counter to increment.
  */
 export function auditWebhookMetrics(registry: Registry, readLag: () => Promise<{ records: number; seconds: number }>) {
-  // One read per scrape for both gauges (the registry collects them side by side).
-  let reading: Promise<{ records: number; seconds: number } | undefined> | undefined;
-  const lag = () =>
-    (reading ??= readLag()
-      .catch(() => undefined)
-      .finally(() => {
-        reading = undefined;
-      }));
+  const lag = sharedRead(readLag);
   new Gauge({
     name: 'teamlog_audit_webhook_lag_records',
     help: 'Sealed audit records not yet delivered to AUDIT_WEBHOOK_URL',
@@ -118,3 +201,40 @@ export function auditWebhookMetrics(registry: Registry, readLag: () => Promise<{
     registers: [registry],
   });
 }
+
+/** The Socket.IO server as the metrics see it: its namespaces' local sockets. */
+export interface SocketServer {
+  of(namespace: string): { sockets: { size: number } };
+}
+
+const NAMESPACES = ['/', '/admin'] as const;
+const emitLags = new WeakMap<SocketServer, Histogram<'namespace'>>();
+
+/**
+ * This instance's sockets and real-time lag, registered once the Socket.IO server is attached
+ * (app.ts). Delivery (realtime/delivery.ts) finds the lag histogram of its server with emitLagOf.
+ */
+export function realtimeMetrics(registry: Registry, io: SocketServer): void {
+  new Gauge({
+    name: 'teamlog_sockets_connected',
+    help: 'Socket.IO connections to this instance, by namespace (/ and /admin)',
+    labelNames: ['namespace'] as const,
+    registers: [registry],
+    collect() {
+      for (const namespace of NAMESPACES) this.set({ namespace }, io.of(namespace).sockets.size);
+    },
+  });
+  emitLags.set(
+    io,
+    new Histogram({
+      name: 'teamlog_realtime_emit_lag_seconds',
+      help: 'From the relay reading an event\'s committed outbox row (its batch) to this instance sending the event to its sockets, by namespace',
+      labelNames: ['namespace'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [registry],
+    }),
+  );
+}
+
+/** The emit-lag histogram of a Socket.IO server (undefined until realtimeMetrics registered it). */
+export const emitLagOf = (io: SocketServer): Histogram<'namespace'> | undefined => emitLags.get(io);

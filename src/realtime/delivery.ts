@@ -2,12 +2,23 @@
 // its own: see dispatcher.ts). Client events go to their room in one broadcast, except to
 // sockets still catching up (replay.ts), which get them in their buffer, in order. Control
 // events (modules/outbox/control-events.ts) move sockets between rooms or disconnect them.
+// Each send is timed from the read of its event's batch (teamlog_realtime_emit_lag_seconds).
 import type { Queryable } from '../db/database.js';
+import { query, statements } from '../db/statements.js';
 import { isoTimestamp } from '../db/timestamps.js';
 import type { AuditRow } from '../modules/audit/audit.repository.js';
 import { resolvePersonalData } from '../modules/audit/audit.service.js';
 import { RECORD_EVENT, type NumberedEvent } from '../modules/outbox/outbox.js';
+import { emitLagOf } from '../ops/metrics.js';
+import type { RelayedEvent } from './relay.js';
 import { REPLAYABLE, projectRoom, sessionRoom, userRoom, type RealtimeNamespace, type RealtimeSocket } from './sockets.js';
+
+const S = statements('delivery', {
+  // How long ago the batches holding events from $1 on were numbered, by the database's clock
+  // (which stamped them): a range of the primary key, at most $2 batches.
+  batchAges: `SELECT first_event_id, last_event_id, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS age_seconds
+   FROM outbox_batches WHERE last_event_id >= $1 AND event_count > 0 ORDER BY last_event_id LIMIT $2`,
+});
 
 export interface Namespaces {
   main: RealtimeNamespace;
@@ -109,14 +120,57 @@ export async function packetsFor(events: NumberedEvent[], db: Queryable): Promis
  */
 export const deliveryPauseForTests: { beforeSend?: (events: NumberedEvent[]) => Promise<void> } = {};
 
+interface Sent {
+  event: RelayedEvent;
+  namespace: string;
+}
+
+/**
+ * Observes the emit lag of events sent at `sentAt` (performance.now()). Those this instance's
+ * relay numbered carry when their batch was read; for the others (numbered by another instance,
+ * or read back after a gap) the database says how old their batches are, after the send, so
+ * that delivery never waits for it; one such read at a time (a batch sent meanwhile goes
+ * unmeasured), and a failed one measures nothing.
+ */
+function emitLagObserver(db: Queryable, namespaces: Namespaces) {
+  let asking = false;
+  return function observe(sent: Sent[], sentAt: number): void {
+    const lag = emitLagOf(namespaces.main.server);
+    if (!lag) return;
+    const unread: Sent[] = [];
+    for (const s of sent) {
+      if (s.event.readAt !== undefined) lag.observe({ namespace: s.namespace }, Math.max(0, sentAt - s.event.readAt) / 1000);
+      else unread.push(s);
+    }
+    if (unread.length === 0 || asking) return;
+    asking = true;
+    const asked = performance.now();
+    query<{ first_event_id: number; last_event_id: number; age_seconds: number }>(db, S.batchAges, [unread[0]!.event.event_id, unread.length])
+      .then((batches) => {
+        // The age was read about halfway between asking and the answer: the send was that long before.
+        const sinceSent = ((asked + performance.now()) / 2 - sentAt) / 1000;
+        for (const s of unread) {
+          const b = batches.find((x) => x.first_event_id <= s.event.event_id && s.event.event_id <= x.last_event_id);
+          if (b) lag.observe({ namespace: s.namespace }, Math.max(0, b.age_seconds - sinceSent));
+        }
+      })
+      .catch(() => {})
+      .finally(() => {
+        asking = false;
+      });
+  };
+}
+
 export function createDelivery(namespaces: Namespaces, catchingUp: CatchingUp, db: Queryable) {
   const control = controlHandlers(namespaces);
   const nsFor = (name: string): RealtimeNamespace | undefined =>
     REPLAYABLE['/'].includes(name) ? namespaces.main : REPLAYABLE['/admin'].includes(name) ? namespaces.admin : undefined;
+  const observeLag = emitLagObserver(db, namespaces);
 
   return async function deliver(events: NumberedEvent[]): Promise<void> {
     const packets = await packetsFor(events, db);
     await deliveryPauseForTests.beforeSend?.(events);
+    const sent: Sent[] = [];
     for (const e of events) {
       const apply = control[e.name];
       if (apply) {
@@ -125,7 +179,11 @@ export function createDelivery(namespaces: Namespaces, catchingUp: CatchingUp, d
       }
       const ns = nsFor(e.name);
       const packet = packets.get(e.event_id);
-      if (ns && packet) sendLive(ns, catchingUp.of(ns), e.room, e.name, packet, e.event_id);
+      if (ns && packet) {
+        sendLive(ns, catchingUp.of(ns), e.room, e.name, packet, e.event_id);
+        sent.push({ event: e, namespace: ns.name });
+      }
     }
+    if (sent.length > 0) observeLag(sent, performance.now());
   };
 }

@@ -10,6 +10,15 @@ import type { Database } from '../db/database.js';
 import { announceEvents, committedOutbox, eventsOf, insertOutboxBatch, lastOutboxBatch, type NumberedEvent } from '../modules/outbox/outbox.js';
 import { BackgroundLoop, exclusiveRound } from '../ops/background-loop.js';
 
+/**
+ * An event this instance's relay numbered, handed straight to its own dispatcher: with the
+ * moment (performance.now()) its batch was read, from which delivery measures the emit lag
+ * (teamlog_realtime_emit_lag_seconds). Events read back from the database carry none.
+ */
+export interface RelayedEvent extends NumberedEvent {
+  readAt?: number;
+}
+
 const RELAY_LOCK = 7_245_010;
 /** Outbox rows (committed transactions) per batch: short enough not to hold PGlite's one connection for long. */
 const BATCH = 500;
@@ -25,11 +34,13 @@ export function createRelay(db: Database, log: FastifyBaseLogger, onNumbered: (e
     firstRetryMs: 5,
     round: exclusiveRound(db, RELAY_LOCK, async (tx) => {
       const last = await lastOutboxBatch(tx);
+      // The batch's snapshot is taken by the read that follows: what it holds committed before now.
+      const readAt = performance.now();
       const { rows, position } = await committedOutbox.next(tx, last, BATCH);
       if (!position) return 'idle';
       const first = (last?.last_event_id ?? 0) + 1;
-      const events: NumberedEvent[] = [];
-      for (const row of rows) for (const event of eventsOf(row)) events.push({ ...event, event_id: first + events.length });
+      const events: RelayedEvent[] = [];
+      for (const row of rows) for (const event of eventsOf(row)) events.push({ ...event, event_id: first + events.length, readAt });
       insertOutboxBatch(tx, first, events.length, rows.map((r) => r.id), position);
       if (events.length > 0) announceEvents(tx, first + events.length - 1);
       tx.afterCommit(() => onNumbered(events));
