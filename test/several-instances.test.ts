@@ -164,21 +164,26 @@ describe('the several-instances recipe (deploy/several-instances.sh)', { skip: n
   });
 
   test('an instance whose signing key is not the one the log trusts refuses to start, naming AUDIT_SIGNING_KEY', async () => {
-    const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-recipe-other-'));
+    // Without a key (one is generated into its DATA_DIR), and with a key of its own: side by side.
+    const dataDirs = [0, 1].map(() => mkdtempSync(path.join(tmpdir(), 'teamlog-recipe-other-')));
     try {
-      for (const key of [{}, { AUDIT_SIGNING_KEY: generateEd25519PrivateKeyPem() }]) {
-        const other = await spawnServer({
-          DATABASE_URL: urlOf(database, LOGIN, shared.TEAMLOG_DB_PASSWORD), REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: `${database}:`,
-          JWT_SECRET: shared.JWT_SECRET!, DATA_DIR: dataDir, ...key,
-        });
-        const code = await other.exited;
-        assert.notEqual(code, 0, other.output());
-        assert.match(other.output(), /AUDIT_SIGNING_KEY: this instance would sign the audit log's checkpoints with key "[^"]+", but the log's newest checkpoint/);
-        assert.match(other.output(), /AUDIT_PREVIOUS_VERIFIER_KEYS=/);
-      }
+      await Promise.all(
+        [{}, { AUDIT_SIGNING_KEY: generateEd25519PrivateKeyPem() }].map(async (key, i) => {
+          const other = await spawnServer({
+            DATABASE_URL: urlOf(database, LOGIN, shared.TEAMLOG_DB_PASSWORD), REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: `${database}:`,
+            JWT_SECRET: shared.JWT_SECRET!, DATA_DIR: dataDirs[i]!, ...key,
+          });
+          const code = await other.exited;
+          assert.notEqual(code, 0, other.output());
+          assert.match(other.output(), /AUDIT_SIGNING_KEY: this instance would sign the audit log's checkpoints with key "[^"]+", but the log's newest checkpoint/);
+          assert.match(other.output(), /AUDIT_PREVIOUS_VERIFIER_KEYS=/);
+        }),
+      );
     } finally {
-      rmSync(dataDir, { recursive: true, force: true });
+      for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
     }
+    const keys = await adminQuery<{ n: number }>(database, 'SELECT count(*)::int AS n FROM audit_signing_keys');
+    assert.equal(keys[0]!.n, 1, 'the refused keys were not registered');
     // The two instances were not disturbed.
     for (const url of urls) assert.equal((await fetch(`${url}/health/ready`)).status, 200);
   });
