@@ -15,6 +15,7 @@ import { registerRateLimit } from './http/rate-limit.js';
 import { createValidatorCompiler } from './http/validation.js';
 import { auditRoutes } from './modules/audit/audit.routes.js';
 import { authRoutes } from './modules/auth/auth.routes.js';
+import { createMessageLimit, limitMessages } from './modules/messages/messages.limit.js';
 import { messagesRoutes } from './modules/messages/messages.routes.js';
 import { notificationsRoutes } from './modules/notifications/notifications.routes.js';
 import { postsRoutes } from './modules/posts/posts.routes.js';
@@ -71,6 +72,22 @@ export async function buildApp(deps: Deps, services: Services) {
   registerMetrics(app, db, config);
   registerHealth(app, db, config.auditSealStallMs);
 
+  const redis = config.redisUrl ? createRedis(config.redisUrl, deps.log) : undefined;
+  if (redis) app.addHook('onClose', () => letGo(redis));
+
+  // The general rate limit, before authentication: an address over it is refused without a
+  // session lookup, and every /api answer counts, a 401 or a 404 too (rate-limit.ts).
+  await registerRateLimit(app, {
+    perMinute: config.rateLimitPerMinute,
+    redis,
+    keyPrefix: config.redisKeyPrefix,
+    onLimited: () => app.metrics.limited.inc({ limit: 'general' }),
+  });
+  // Messages, 20 a second per user on every path that sends one: POST /messages and the
+  // sockets' new-message (the real-time layer is given these services too).
+  const messageLimit = createMessageLimit({ redis, keyPrefix: config.redisKeyPrefix });
+  services = { ...services, messages: limitMessages(services.messages, messageLimit, () => app.metrics.limited.inc({ limit: 'messages' })) };
+
   // Authentication: every /api route needs a valid, unrevoked session unless it says it is public.
   app.decorateRequest('actor', undefined);
   // No route takes OPTIONS: a preflight carries no credentials, and one that CORS did not answer
@@ -81,12 +98,8 @@ export async function buildApp(deps: Deps, services: Services) {
   });
   registerIdempotency(app, db);
 
-  const redis = config.redisUrl ? createRedis(config.redisUrl, deps.log) : undefined;
-  if (redis) app.addHook('onClose', () => letGo(redis));
-
   await app.register(
     async (api) => {
-      await registerRateLimit(api, { perMinute: config.rateLimitPerMinute, redis, keyPrefix: config.redisKeyPrefix });
       registerVersion(api, versionInfo(config.commit));
       await api.register(authRoutes, { auth: services.auth });
       await api.register(usersRoutes, { users: services.users });
@@ -96,7 +109,7 @@ export async function buildApp(deps: Deps, services: Services) {
       await api.register(postsRoutes, { posts: services.posts });
       await api.register(messagesRoutes, { messages: services.messages });
       await api.register(notificationsRoutes, { notifications: services.notifications });
-      await api.register(auditRoutes, { audit: services.audit, evidence: services.evidence });
+      await api.register(auditRoutes, { audit: services.audit, evidence: services.evidence, maxConcurrentScans: config.maxConcurrentAuditScans });
       api.get('/openapi.json', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
         reply.header('cache-control', 'public, max-age=300');
         return app.swagger();

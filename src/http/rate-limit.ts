@@ -1,12 +1,22 @@
-// The general rate limit (RATE_LIMIT_PER_MINUTE; 0 turns it off): per user when the request is
-// authenticated, per address otherwise, across every /api route, with @fastify/rate-limit.
-// With REDIS_URL the counters live in Redis and every instance shares them; without it each
-// instance counts on its own. Answers carry RateLimit-Limit/-Remaining/-Reset, and a refused
-// one is 429 RATE_LIMITED with Retry-After. The login throttle (modules/auth/throttle.ts) is
-// apart from this and always on.
+// The general rate limit (RATE_LIMIT_PER_MINUTE; 0 turns it off): every /api request counts,
+// whatever it answers. An authenticated request counts against its user; any other (a public
+// route, a missing, forged, expired or revoked token, an unknown route under /api) against its
+// address. @fastify/rate-limit keeps the counters: with REDIS_URL in Redis, shared by every
+// instance; without it each instance counts on its own. Answers carry RateLimit-Limit/
+// -Remaining/-Reset, and a refused one is 429 RATE_LIMITED with Retry-After. The login throttle
+// (modules/auth/throttle.ts) is apart from this and always on.
+//
+// An address is refused *before* authentication once it has spent its minute, so that a forged
+// or revoked token cannot make the service look sessions up at will. What an address has spent
+// is only known once its request is answered (authentication may still name a user), so it is
+// counted then (onSend), and the instance that sees it reach the limit refuses the address's
+// next requests without a lookup until the window ends. Another instance learns it from its own
+// next request of that address: past the limit, each instance answers at most one more. While
+// an address is refused, so are the users behind it (a lookup is what the refusal saves).
 import rateLimit from '@fastify/rate-limit';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import type { Redis } from '../redis.js';
+import { API_PREFIX } from './conventions.js';
 import { rateLimitedAnswer } from './errors.js';
 
 export interface RateLimitOptions {
@@ -14,25 +24,97 @@ export interface RateLimitOptions {
   redis: Redis | undefined;
   /** Prefix of the Redis keys (REDIS_KEY_PREFIX), so that deployments sharing a Redis do not share counters. */
   keyPrefix: string;
+  /** Each request refused (app.metrics.limited, limit "general"). */
+  onLimited?: () => void;
 }
 
+const WINDOW_MS = 60_000;
+/** Addresses remembered as over the limit, at most: past it, the expired ones go, then the oldest. */
+const MAX_BLOCKED = 10_000;
+
+const isApi = (url: string) => url === API_PREFIX || url.startsWith(`${API_PREFIX}/`) || url.startsWith(`${API_PREFIX}?`);
+
 /**
- * Registered inside the /api scope: the plugin adds its hook to each route registered after
- * it there, after the instance's own onRequest hooks, so authentication has already named
- * the caller.
+ * Registered on the root instance before authentication's hook (app.ts): its onRequest hook
+ * refuses an address over the limit before the session is looked up; each /api route gets a
+ * hook that counts its authenticated caller (route hooks run after the instance's, so
+ * authentication has named the caller by then); every other /api answer, the not-found
+ * handler's included, is counted against its address as it is sent.
  */
-export async function registerRateLimit(api: FastifyInstance, opts: RateLimitOptions): Promise<void> {
+export async function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions): Promise<void> {
   if (opts.perMinute === 0) return;
-  await api.register(rateLimit, {
-    max: opts.perMinute,
-    timeWindow: 60_000,
+  const max = opts.perMinute;
+  const limited = opts.onLimited ?? (() => {});
+  // global: false: the plugin adds no hook of its own; its store and key are used below.
+  await app.register(rateLimit, {
+    global: false,
+    max,
+    timeWindow: WINDOW_MS,
     keyGenerator: (request: FastifyRequest) => (request.actor ? `user:${request.actor.id}` : `ip:${request.ip}`),
     redis: opts.redis,
     nameSpace: `${opts.keyPrefix}rate-limit:`,
     // Redis unreachable: serve rather than refuse everyone; the outage is logged by the client.
     skipOnError: true,
-    enableDraftSpec: true,
-    errorResponseBuilder: (_request, context) =>
-      rateLimitedAnswer(Math.ceil(context.ttl / 1000), `More than ${context.max} requests a minute; try again in ${context.after}`),
+  });
+  const count = app.createRateLimit();
+  /** Requests counted (or refused) already: each counts once. */
+  const counted = new WeakSet<FastifyRequest>();
+  /** Addresses that spent their minute, and until when (ms). */
+  const blocked = new Map<string, number>();
+
+  function block(address: string, ms: number): void {
+    if (blocked.size >= MAX_BLOCKED) {
+      const now = Date.now();
+      for (const [a, until] of blocked) if (until <= now) blocked.delete(a);
+      if (blocked.size >= MAX_BLOCKED) blocked.delete(blocked.keys().next().value!);
+    }
+    blocked.delete(address);
+    blocked.set(address, Date.now() + ms);
+  }
+
+  function refuse(reply: FastifyReply, ms: number): never {
+    const seconds = Math.max(1, Math.ceil(ms / 1000));
+    limited();
+    reply.header('ratelimit-limit', max).header('ratelimit-remaining', 0).header('ratelimit-reset', seconds);
+    throw rateLimitedAnswer(seconds, `More than ${max} requests a minute; try again in ${seconds} second${seconds === 1 ? '' : 's'}`);
+  }
+
+  /** Counts the request against its user or address; answers whether it went past the limit, and when the window ends (ms). */
+  async function countRequest(request: FastifyRequest, reply: FastifyReply): Promise<{ exceeded: boolean; ttl: number }> {
+    counted.add(request);
+    const result = await count(request);
+    if (result.isAllowed) return { exceeded: false, ttl: 0 };
+    reply.header('ratelimit-limit', result.max).header('ratelimit-remaining', result.remaining).header('ratelimit-reset', result.ttlInSeconds);
+    if (!request.actor && result.remaining === 0 && result.ttl > 0) block(request.ip, result.ttl);
+    return { exceeded: result.isExceeded, ttl: result.ttl };
+  }
+
+  app.addHook('onRequest', async (request, reply) => {
+    if (!isApi(request.url)) return;
+    const until = blocked.get(request.ip);
+    if (until === undefined) return;
+    const left = until - Date.now();
+    if (left <= 0) {
+      blocked.delete(request.ip);
+      return;
+    }
+    counted.add(request);
+    refuse(reply, left);
+  });
+
+  const countCaller: onRequestHookHandler = async (request, reply) => {
+    if (!request.actor || counted.has(request)) return;
+    const { exceeded, ttl } = await countRequest(request, reply);
+    if (exceeded) refuse(reply, ttl);
+  };
+  app.addHook('onRoute', (route) => {
+    if (!isApi(route.url)) return;
+    const existing = route.onRequest;
+    route.onRequest = (existing === undefined ? [] : ([] as onRequestHookHandler[]).concat(existing as onRequestHookHandler)).concat(countCaller) as typeof route.onRequest;
+  });
+
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (!counted.has(request) && isApi(request.url)) await countRequest(request, reply);
+    return payload;
   });
 }

@@ -2,7 +2,9 @@
 // POST /messages, answered by acknowledgement. A socket's event is refused, and the socket
 // stays connected, when it is over 16 KiB (PAYLOAD_TOO_LARGE), malformed or over 2000
 // characters (VALIDATION_FAILED, with the same messages as the API), or beyond 20 a second
-// (RATE_LIMITED). Nothing a client sends can throw out of the handler.
+// per user, across all their sockets and POST /messages (RATE_LIMITED: the messages service
+// it is given counts them, modules/messages/messages.limit.ts). Nothing a client sends can
+// throw out of the handler.
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ActorContext } from '../context.js';
@@ -15,17 +17,13 @@ import type { MessagesService } from '../modules/messages/messages.service.js';
 import type { RealtimeSocket } from './sockets.js';
 
 export const MAX_MESSAGE_BYTES = 16 * 1024;
-export const MAX_MESSAGES_PER_SECOND = 20;
 
 const validateBody = createValidatorCompiler()({ schema: MessageBody, httpPart: 'body', method: 'POST', url: '/messages' }) as ((data: unknown) => boolean) & { errors?: AjvIssue[] | null };
 
 type Ack = (answer: Record<string, unknown>) => void;
 
 /** The refusal an event gets before it reaches the use case, if any. */
-function refusal(socket: RealtimeSocket, input: unknown): { code: string; message: string } | undefined {
-  const now = Date.now();
-  const recent = (socket.data.recentMessages = socket.data.recentMessages.filter((t) => now - t < 1000));
-  recent.push(now);
+function refusal(input: unknown): { code: string; message: string } | undefined {
   let size: number;
   try {
     size = Buffer.byteLength(JSON.stringify(input) ?? '');
@@ -33,7 +31,6 @@ function refusal(socket: RealtimeSocket, input: unknown): { code: string; messag
     size = Infinity; // nested too deep to encode: more than any message may be
   }
   if (size > MAX_MESSAGE_BYTES) return { code: 'PAYLOAD_TOO_LARGE', message: `A message event may have at most ${MAX_MESSAGE_BYTES} bytes` };
-  if (recent.length > MAX_MESSAGES_PER_SECOND) return { code: 'RATE_LIMITED', message: `At most ${MAX_MESSAGES_PER_SECOND} messages a second` };
   if (!validateBody(input)) {
     const { field, message } = describe(validateBody.errors?.[0] ?? {});
     return { code: 'VALIDATION_FAILED', message: `${field.replace(/^\//, '') || 'message'} ${message}` };
@@ -47,7 +44,7 @@ export function handleClientMessages(socket: RealtimeSocket, messages: MessagesS
     // Without a callback there is nobody to answer: the event is ignored, never half-done.
     if (typeof ack !== 'function' || args.length !== 2) return;
     const answer = ack as Ack;
-    const refused = refusal(socket, args[0]);
+    const refused = refusal(args[0]);
     if (refused) return answer({ ok: false, error: refused });
     const input = args[0] as { text: string; room?: string };
     const ctx = contextOf(`socket-${randomUUID()}`);

@@ -2,6 +2,10 @@
 // socket anywhere, `user-offline` on their last, and the snapshot. Without Redis this process
 // is the whole world. With Redis each instance publishes its own counts, the sum over live
 // instances decides, and an instance whose heartbeat stops is swept by a live one.
+// The same counts hold a user to at most so many sockets at once (API.md section 6: 20): a
+// socket takes its slot before it connects, atomically with the check, so that sockets opened
+// at once on several instances cannot all pass it. /admin sockets count towards the limit but
+// not towards presence (they are counted apart, as the field `a:<id>`).
 import type { Redis } from '../redis.js';
 
 export interface PresenceOptions {
@@ -19,11 +23,23 @@ export interface PresenceOptions {
   onError?: (err: unknown) => void;
 }
 
+/** Which socket takes or gives back a slot: of `/` (the default) or of `/admin`, and the most sockets the user may hold. */
+export interface SocketSlot {
+  /** An /admin socket: it counts towards `max`, not towards presence (its connected() answers whether the user's first /admin socket). */
+  admin?: boolean;
+  /** The most sockets (of both namespaces) the user may hold across live instances; connected() answers 'full' instead of taking one more. */
+  max?: number;
+}
+
 export interface Presence {
-  /** A socket of `userId` connected on this instance. True when it is the user's first socket on any live instance. */
+  /**
+   * A socket of `userId` connected on this instance. True when it is the user's first socket on
+   * any live instance; 'full' (and nothing counted) when the user already holds `slot.max`.
+   */
   connected(userId: number): Promise<boolean>;
+  connected(userId: number, slot: SocketSlot): Promise<boolean | 'full'>;
   /** A socket of `userId` on this instance disconnected. True when it was the user's last socket on any live instance. */
-  disconnected(userId: number): Promise<boolean>;
+  disconnected(userId: number, slot?: Pick<SocketSlot, 'admin'>): Promise<boolean>;
   /** The ids of users with at least one socket on a live instance, ascending. */
   online(): Promise<number[]>;
   /**
@@ -47,22 +63,35 @@ export function createPresence(opts: PresenceOptions): Presence {
   return opts.redis ? redisPresence(opts.redis, opts) : localPresence();
 }
 
-/** Moves a user's socket count in `counts`; the count after (-1: there was no socket to remove). */
-function bump(counts: Map<number, number>, userId: number, by: 1 | -1): number {
-  const n = (counts.get(userId) ?? 0) + by;
-  if (n > 0) counts.set(userId, n);
-  else counts.delete(userId);
+/** The count a socket moves: the user id for `/` (the presence fields), `a:<id>` for /admin. */
+const fieldOf = (userId: number, admin = false) => (admin ? `a:${userId}` : String(userId));
+/** The other namespace's field of the same user: both count towards the limit. */
+const siblingOf = (userId: number, admin = false) => fieldOf(userId, !admin);
+const isUserField = (field: string) => /^\d+$/.test(field);
+
+/** Moves a field's socket count in `counts`; the count after (-1: there was no socket to remove). */
+function bump(counts: Map<string, number>, field: string, by: 1 | -1): number {
+  const n = (counts.get(field) ?? 0) + by;
+  if (n > 0) counts.set(field, n);
+  else counts.delete(field);
   return n;
 }
+
+/** The sockets of both namespaces a user holds in `counts`. */
+const held = (counts: Map<string, number>, userId: number) => (counts.get(fieldOf(userId)) ?? 0) + (counts.get(fieldOf(userId, true)) ?? 0);
 
 const ascending = (ids: number[]) => ids.sort((a, b) => a - b);
 
 function localPresence(): Presence {
-  const counts = new Map<number, number>();
+  const counts = new Map<string, number>();
+  async function connected(userId: number, slot: SocketSlot = {}): Promise<boolean | 'full'> {
+    if (slot.max !== undefined && held(counts, userId) >= slot.max) return 'full';
+    return bump(counts, fieldOf(userId, slot.admin), 1) === 1;
+  }
   return {
-    connected: async (userId) => bump(counts, userId, 1) === 1,
-    disconnected: async (userId) => bump(counts, userId, -1) === 0,
-    online: async () => ascending([...counts.keys()]),
+    connected: connected as Presence['connected'],
+    disconnected: async (userId, slot = {}) => bump(counts, fieldOf(userId, slot.admin), -1) === 0,
+    online: async () => ascending([...counts.keys()].filter(isUserField).map(Number)),
     start: () => {},
     stop: async () => {},
   };
@@ -101,11 +130,17 @@ local function drop(id, went)
 end
 `;
 
-// ARGV[4] user, ARGV[5] +1/-1. Nil when this instance is not registered: it was swept, so its
+// ARGV[4] field, ARGV[5] +1/-1, ARGV[6] the most sockets the user may hold (0: no limit),
+// ARGV[7] the user's other field. Nil when this instance is not registered: it was swept, so its
 // counts are no longer in the sums and a delta would be wrong; the caller republishes instead.
+// 2 when the user holds the most already: nothing changes.
 const CHANGE = `${PRELUDE}
 if not registered() then return nil end
-local u, d = ARGV[4], tonumber(ARGV[5])
+local u, d, max = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+if d > 0 and max > 0 then
+  local held = tonumber(redis.call('HGET', count, u) or 0) + tonumber(redis.call('HGET', count, ARGV[7]) or 0)
+  if held >= max then return 2 end
+end
 if redis.call('HINCRBY', own(self), u, d) <= 0 then redis.call('HDEL', own(self), u) end
 local moved = add(u, d)
 renew()
@@ -169,7 +204,8 @@ return went
 `;
 
 type Report = (userIds: number[]) => void;
-const ids = (raw: string[]) => ascending(raw.map(Number));
+/** The users among fields (the /admin ones are not presence). */
+const ids = (raw: string[]) => ascending(raw.filter(isUserField).map(Number));
 const nobody: Report = () => {};
 
 function redisPresence(redis: Redis, opts: PresenceOptions): Presence {
@@ -177,7 +213,7 @@ function redisPresence(redis: Redis, opts: PresenceOptions): Presence {
   if (!(deadAfterMs > 2 * heartbeatMs)) throw new Error('presence: deadAfterMs must be more than twice heartbeatMs');
   // Two heartbeats past deadAfterMs: a live instance sweeps a dead one's hash before it expires.
   const ttl = deadAfterMs + 2 * heartbeatMs;
-  const counts = new Map<number, number>();
+  const counts = new Map<string, number>();
   let onOffline = nobody;
   let onOnline = nobody;
   // A change that failed may or may not have reached Redis, and after a reconnect ioredis
@@ -194,7 +230,10 @@ function redisPresence(redis: Redis, opts: PresenceOptions): Presence {
   // EVAL rather than EVALSHA: ioredis retries a NOSCRIPT EVALSHA behind later commands, and
   // REPUBLISH is only right if this instance's commands run in the order they were sent.
   const run = (lua: string, ...args: (string | number)[]) => redis.eval(lua, 0, opts.keyPrefix, opts.instanceId, ttl, ...args);
-  const report = (to: Report, raw: string[]) => raw.length > 0 && to(ids(raw));
+  const report = (to: Report, raw: string[]) => {
+    const users = ids(raw);
+    if (users.length > 0) to(users);
+  };
 
   /**
    * Coming back after being swept while alive (a pause past deadAfterMs, a Redis restart): the
@@ -206,20 +245,28 @@ function redisPresence(redis: Redis, opts: PresenceOptions): Presence {
    * no one. When several changes find it missing at once, the first republication reports
    * them all and the others find nothing left. The same repairs a failed change (`dirty`).
    */
-  async function republish(first?: number): Promise<boolean> {
-    const flat = [...counts].flatMap(([userId, n]) => [userId, n]);
+  async function republish(first?: string): Promise<boolean> {
+    const flat = [...counts].flatMap(([field, n]) => [field, n]);
     const [came, went] = (await run(REPUBLISH, ...flat)) as [string[], string[]];
-    const isFirst = came.includes(String(first));
-    report(onOnline, came.filter((u) => u !== String(first)));
+    const isFirst = first !== undefined && came.includes(first);
+    report(onOnline, came.filter((u) => u !== first));
     report(onOffline, went);
     return isFirst;
   }
 
-  async function change(userId: number, delta: 1 | -1): Promise<boolean> {
+  async function change(userId: number, slot: SocketSlot, delta: 1 | -1): Promise<boolean | 'full'> {
+    const field = fieldOf(userId, slot.admin);
     try {
-      const moved = (await run(CHANGE, userId, delta)) as number | null;
+      const moved = (await run(CHANGE, field, delta, slot.max ?? 0, siblingOf(userId, slot.admin))) as number | null;
+      if (moved === 2) {
+        // Counted here when it was sent (see below), refused there. A republication sent
+        // meanwhile published it: the next heartbeat publishes the counts as they are.
+        bump(counts, field, -1);
+        dirty = true;
+        return 'full';
+      }
       if (moved !== null) return moved === delta;
-      return !stopped && (await republish(delta === 1 ? userId : undefined));
+      return !stopped && (await republish(delta === 1 ? field : undefined));
     } catch (err) {
       dirty = true;
       throw err;
@@ -258,16 +305,19 @@ function redisPresence(redis: Redis, opts: PresenceOptions): Presence {
   }
 
   // A local count changes in the same tick as its command is sent (after join), so that
-  // REPUBLISH's snapshot holds exactly the changes sent before it.
+  // REPUBLISH's snapshot holds exactly the changes sent before it. A user who holds the most
+  // sockets on this instance alone is refused here, without Redis (and so during an outage).
+  async function connected(userId: number, slot: SocketSlot = {}): Promise<boolean | 'full'> {
+    await join();
+    if (slot.max !== undefined && held(counts, userId) >= slot.max) return 'full';
+    bump(counts, fieldOf(userId, slot.admin), 1);
+    return !stopped && change(userId, slot, 1);
+  }
   return {
-    async connected(userId) {
+    connected: connected as Presence['connected'],
+    async disconnected(userId, slot = {}) {
       await join();
-      bump(counts, userId, 1);
-      return !stopped && change(userId, 1);
-    },
-    async disconnected(userId) {
-      await join();
-      return bump(counts, userId, -1) >= 0 && !stopped && change(userId, -1);
+      return bump(counts, fieldOf(userId, slot.admin), -1) >= 0 && !stopped && (await change(userId, slot, -1)) === true;
     },
     online: async () => ids(await redis.hkeys(`${opts.keyPrefix}presence:count`)),
     start(offline, online = nobody) {

@@ -4,6 +4,10 @@
 // sockets after commit, numbered in commit order (relay.ts), on every instance
 // (dispatcher.ts, delivery.ts). With REDIS_URL the Redis pub/sub adapter joins the instances,
 // and presence is shared through Redis (presence.ts).
+// Limits (API.md section 6): a user holds at most MAX_SOCKETS_PER_USER sockets at once, across
+// instances (presence.ts counts them); a socket whose handshake overlapped a revocation is
+// disconnected once connected (recheck below); new-message is limited per user
+// (modules/messages/messages.limit.ts, with POST /messages).
 import { randomUUID } from 'node:crypto';
 import { createAdapter } from '@socket.io/redis-adapter';
 import type { FastifyInstance } from 'fastify';
@@ -25,9 +29,20 @@ import { projectRoom, sessionRoom, userRoom, type RealtimeNamespace, type Realti
 
 /** Above it Socket.IO closes the connection (API.md section 6). */
 export const MAX_HTTP_BUFFER_SIZE = 1024 * 1024;
+/** Sockets (of both namespaces) one user may hold at once, on all instances together (API.md section 6). */
+export const MAX_SOCKETS_PER_USER = 20;
+/** How long a handshake waits for Redis to count its socket before letting it in anyway. */
+const SLOT_WAIT_MS = 1000;
+
+/**
+ * For tests only, empty in production: awaited by a handshake between its session check and its
+ * joining its rooms, the gap in which a slow database or Redis holds it, and which a revocation
+ * delivered meanwhile passes by (test/limits-sockets.test.ts races revocations against it).
+ */
+export const handshakePauseForTests: { afterSessionCheck?: () => Promise<void> } = {};
 
 /** `next(error)` of a handshake: the client's connect_error, with the contract's message. */
-const refused = (message: 'unauthorized' | 'forbidden' | 'unavailable', code?: string): ExtendedError =>
+const refused = (message: 'unauthorized' | 'forbidden' | 'unavailable' | 'too_many_connections', code?: string): ExtendedError =>
   Object.assign(new Error(message), { data: { code: code ?? message.toUpperCase() } });
 
 function parseLastEventId(raw: unknown): number | undefined | 'invalid' {
@@ -64,6 +79,10 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
   // Disconnects whose presence change is still on its way: a graceful stop waits for them, so
   // that their user-offline notices reach the other instances before Redis is let go.
   const leaving = new Set<Promise<void>>();
+  /** Gives back a socket's slot (presence.ts), once: when it disconnects, or when its connection closes before it connected. */
+  const slots = new WeakMap<RealtimeSocket, () => void>();
+  /** Until a socket connects, what frees its slot if its connection closes first (Socket.IO then drops it without a disconnect event). */
+  const beforeConnect = new WeakMap<RealtimeSocket, () => void>();
 
   /** The caller's address as for HTTP: a forwarded one only from a trusted proxy. */
   function addressOf(socket: RealtimeSocket): string | null {
@@ -78,7 +97,51 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
     return { actor: socket.data.actor, ip: addressOf(socket), userAgent: typeof ua === 'string' ? ua : null, requestId };
   };
 
-  /** Same session check as HTTP; /admin also wants an ADMIN. The rooms are read here, before the socket can receive anything. */
+  /**
+   * Takes one of the user's MAX_SOCKETS_PER_USER slots for the socket: false when they hold all
+   * of them. Redis failing, the socket is let in (counted here; presence.ts publishes the count
+   * once Redis is back): the limit then holds per instance. Redis slow, it is let in after
+   * SLOT_WAIT_MS, and counted when Redis answers (or not at all if it then says 'full').
+   */
+  async function takeSlot(socket: RealtimeSocket, userId: number, admin: boolean): Promise<boolean> {
+    const taking = presence.connected(userId, { admin, max: MAX_SOCKETS_PER_USER }).then(
+      (first) => {
+        if (first === true && !admin) announcePresence([userId], true);
+        return first;
+      },
+      (err: unknown) => {
+        log.warn({ err }, 'presence: connect not recorded');
+        return false as const;
+      },
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), SLOT_WAIT_MS)));
+    const first = await Promise.race([taking, late]);
+    clearTimeout(timer);
+    if (first === 'full') return false;
+    if (first === 'late') log.warn({ userId }, 'presence: Redis is slow to answer; a socket is let in before it is counted');
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      // After its connect is recorded (or refused: then there is nothing to give back).
+      const recorded = taking
+        .then((taken) => (taken === 'full' ? false : presence.disconnected(userId, { admin })))
+        .then((last) => void (last && !admin && announcePresence([userId], false)))
+        .catch((err: unknown) => log.warn({ err }, 'presence: disconnect not recorded'));
+      leaving.add(recorded);
+      void recorded.finally(() => leaving.delete(recorded));
+    };
+    slots.set(socket, release);
+    beforeConnect.set(socket, release);
+    socket.conn.once('close', release);
+    return true;
+  }
+
+  /**
+   * Same session check as HTTP; /admin also wants an ADMIN; then the user's socket limit. The
+   * rooms are read here, before the socket can receive anything.
+   */
   function handshake(ns: RealtimeNamespace, adminOnly: boolean) {
     ns.use(async (socket, next) => {
       const token: unknown = socket.handshake.auth?.token;
@@ -86,9 +149,20 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
       try {
         const { actor, expiresAt } = await services.auth.authenticateToken(token);
         if (adminOnly && actor.role !== 'ADMIN') return next(refused('forbidden'));
+        await handshakePauseForTests.afterSessionCheck?.();
         const roomsAsOf = dispatcher.position;
         const projects = adminOnly ? [] : await projectsOf(db, actor.id);
-        socket.data = { actor, expiresAt, buffer: undefined, expiry: undefined, recentMessages: [], roomsAsOf };
+        if (!(await takeSlot(socket, actor.id, adminOnly))) {
+          app.metrics.limited.inc({ limit: 'sockets' });
+          log.debug({ userId: actor.id, namespace: ns.name }, 'socket refused: too many connections');
+          return next(refused('too_many_connections'));
+        }
+        // Closed while it waited: Socket.IO drops it, and its slot went back with the connection.
+        if (socket.conn.readyState !== 'open') {
+          slots.get(socket)?.();
+          return next(refused('unavailable'));
+        }
+        socket.data = { actor, expiresAt, buffer: undefined, expiry: undefined, roomsAsOf };
         socket.join([userRoom(actor.id), sessionRoom(actor.sessionId), ...(adminOnly ? ['admin'] : ['general', ...projects.map(projectRoom)])]);
         next();
       } catch (err) {
@@ -97,6 +171,50 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
         next(refused('unavailable'));
       }
     });
+  }
+
+  /**
+   * A connected socket's session (and for /admin its role) is checked again. The handshake
+   * checked it before the socket joined its rooms and connected, and a revocation delivered in
+   * between (delivery.ts acts on connected sockets only) passed it by. From connection on, a
+   * revocation that commits after this read starts is delivered to the socket, and one that
+   * committed before is seen here: either way it goes within moments. Answers whether it stays.
+   */
+  async function recheck(socket: RealtimeSocket, adminOnly: boolean): Promise<boolean> {
+    let reason: string | undefined;
+    const before = socket.data.actor;
+    try {
+      const { actor } = await services.auth.authenticateToken(String(socket.handshake.auth?.token));
+      if (actor.id !== before.id) reason = 'another user';
+      else if (adminOnly && actor.role !== 'ADMIN') reason = 'no longer an ADMIN';
+      // The user as they are now, unless a control event or a reauth already told the socket newer.
+      else if (socket.data.actor === before && actor.sessionId === before.sessionId) socket.data.actor = actor;
+    } catch (err) {
+      // A revoked, expired or deactivated session; or no answer: not kept on trust.
+      reason = err instanceof DomainError ? err.code : 'session check failed';
+      if (!(err instanceof DomainError)) log.warn({ err }, 'socket session check failed');
+    }
+    if (reason === undefined) return true;
+    log.debug({ userId: before.id, namespace: socket.nsp.name, socketId: socket.id, reason }, 'socket disconnected: session no longer valid');
+    socket.disconnect(true);
+    catchingUp.of(socket.nsp).delete(socket);
+    return false;
+  }
+
+  /** What every connected socket gets: its slot given back when it goes, its expiry, reauth, and the log lines. */
+  function connectedSocket(socket: RealtimeSocket): void {
+    const early = beforeConnect.get(socket);
+    if (early) socket.conn.off('close', early);
+    beforeConnect.delete(socket);
+    const { actor } = socket.data;
+    log.debug({ userId: actor.id, namespace: socket.nsp.name, socketId: socket.id }, 'socket connected');
+    socket.on('disconnect', (reason) => {
+      clearTimeout(socket.data.expiry);
+      log.debug({ userId: actor.id, namespace: socket.nsp.name, socketId: socket.id, reason }, 'socket disconnected');
+      slots.get(socket)?.();
+    });
+    expireAt(socket);
+    handleReauth(socket);
   }
 
   /** An access token that expires disconnects its socket, unless the client sent `reauth` with a fresh one. */
@@ -166,33 +284,16 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
     const lastEventId = parseLastEventId(socket.handshake.auth?.last_event_id);
     // Before any await: from here on no live event can pass this socket by.
     if (lastEventId !== undefined) holdLive(socket, namespaces.main, catchingUp);
-    expireAt(socket);
-    handleReauth(socket);
+    connectedSocket(socket);
     handleClientMessages(socket, services.messages, contextOf(socket), log);
-    const userId = socket.data.actor.id;
-    const joined = presence.connected(userId).then(
-      (first) => first && announcePresence([userId], true),
-      (err: unknown) => log.warn({ err }, 'presence: connect not recorded'),
-    );
-    socket.on('disconnect', () => {
-      clearTimeout(socket.data.expiry);
-      const recorded = joined
-        .then(() => presence.disconnected(userId))
-        .then((last) => void (last && announcePresence([userId], false)))
-        .catch((err: unknown) => log.warn({ err }, 'presence: disconnect not recorded'));
-      leaving.add(recorded);
-      void recorded.finally(() => leaving.delete(recorded));
-    });
-    void joined.then(() => welcome(socket, namespaces.main, lastEventId, true));
+    void recheck(socket, false).then((stays) => (stays ? welcome(socket, namespaces.main, lastEventId, true) : undefined));
   });
 
   namespaces.admin.on('connection', (socket: RealtimeSocket) => {
     const lastEventId = parseLastEventId(socket.handshake.auth?.last_event_id);
     if (lastEventId !== undefined) holdLive(socket, namespaces.admin, catchingUp);
-    expireAt(socket);
-    handleReauth(socket);
-    socket.on('disconnect', () => clearTimeout(socket.data.expiry));
-    void welcome(socket, namespaces.admin, lastEventId, false);
+    connectedSocket(socket);
+    void recheck(socket, true).then((stays) => (stays ? welcome(socket, namespaces.admin, lastEventId, false) : undefined));
   });
 
   const unsubscribe = deps.commits.onCommitted((c) => {

@@ -20,8 +20,6 @@ export interface SocketData {
    */
   replayed?: { ids: Set<number>; upTo: number };
   expiry: NodeJS.Timeout | undefined;
-  /** Times (ms) of the socket's recent new-message events, for its rate limit. */
-  recentMessages: number[];
   /** The last event_id delivered on this instance when the socket's project rooms were read. */
   roomsAsOf: number;
 }

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { pageRequest, sendPage } from '../../http/pagination.js';
 import { authedContext } from '../../http/request-context.js';
+import { createScanSlots } from '../../http/scan-slots.js';
 import { IdParams, Page, errorResponses } from '../../http/schemas.js';
 import { requireAuditor } from './audit-access.js';
 import { AuditQuery, AuditRecord } from './audit.schemas.js';
@@ -10,7 +11,14 @@ import type { EvidenceService } from './integrity/evidence.service.js';
 
 const security = [{ bearer: [] }];
 
-export const auditRoutes: FastifyPluginAsyncTypebox<{ audit: AuditService; evidence: EvidenceService }> = async (app, { audit, evidence }) => {
+export interface AuditRoutesOptions {
+  audit: AuditService;
+  evidence: EvidenceService;
+  /** MAX_CONCURRENT_AUDIT_SCANS: exports and verifications this instance runs at once. */
+  maxConcurrentScans: number;
+}
+
+export const auditRoutes: FastifyPluginAsyncTypebox<AuditRoutesOptions> = async (app, { audit, evidence, maxConcurrentScans }) => {
   // The audit log is for ADMINs only; checked once for every route of this plugin.
   app.addHook('preHandler', async (request) => {
     requireAuditor(authedContext(request).actor);
@@ -33,7 +41,7 @@ export const auditRoutes: FastifyPluginAsyncTypebox<{ audit: AuditService; evide
     },
   });
 
-  registerEvidenceRoutes(app, audit, evidence);
+  registerEvidenceRoutes(app, audit, evidence, createScanSlots(maxConcurrentScans, app.metrics));
 
   app.get('/audit-logs/:id', {
     // The ETag is a hash of the body: a record never changes, but its personal data may be erased.

@@ -8,6 +8,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { authedContext } from '../../http/request-context.js';
 import { IdParams, errorResponses } from '../../http/schemas.js';
 import type { ProducesConfig } from '../../http/conventions.js';
+import { SCAN_RETRY_AFTER_SECONDS, scanPauseForTests, type ScanSlots } from '../../http/scan-slots.js';
 import type { AuditService } from './audit.service.js';
 import { CheckpointJson, ConsistencyProof, ConsistencyQuery, ExportQuery, InclusionProof, ProofQuery, PublicKey, TilePathParams, VerifyReport } from './evidence.schemas.js';
 import type { EvidenceService } from './integrity/evidence.service.js';
@@ -33,10 +34,15 @@ const CHECKPOINT_NOTE_EXAMPLE =
   'teamlog.example.com/audit\n1042\nn4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=\ntime 2026-11-22T08:15:35.000Z\n' +
   'prev Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=\n\n— teamlog.example.com/audit obLD1BzSJFlIxWuxKwY12E7VLpK03yh2GhY0giL/+79WMHflTwBR+fLVL7bHv6bIyxEy0083higdI/hrR2eHCMijtLA=\n';
 
+/** What the export and verification routes say of MAX_CONCURRENT_AUDIT_SCANS (OpenAPI only). */
+const SCAN_LIMIT =
+  ' At most MAX_CONCURRENT_AUDIT_SCANS exports and verifications (default 2) run at once on an instance: one more is refused ' +
+  `with 429 RATE_LIMITED and Retry-After (${SCAN_RETRY_AFTER_SECONDS} s) rather than queued, so that no administrator starves the other users.`;
+
 /** Whether the client asked for the signed note itself rather than JSON. */
 const wantsNote = (accept: string | undefined) => !!accept && /(^|,)\s*text\/plain/i.test(accept) && !/application\/json/i.test(accept);
 
-export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService, evidence: EvidenceService): void {
+export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService, evidence: EvidenceService, scans: ScanSlots): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
 
   api.get('/audit-logs/verify', {
@@ -48,10 +54,19 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
         'checks every signed checkpoint on the way; the newest must verify under this service\'s key. It also finds a record sealed twice, ' +
         'one the sealer took but never sealed, and a sealer that stopped (records waiting longer than AUDIT_SEAL_STALL_MS). `ok: false` names ' +
         'the first bad record (`first_bad_id`), or the first bad stored tile (`first_bad_tile`), or the first record waiting (`first_unsealed_id`), and the problem. ' +
-        'Reads in chunks: on a large log this takes seconds (about 100,000 records a second).',
-      response: { 200: VerifyReport, ...errorResponses(401, 403) },
+        'Reads in chunks: on a large log this takes seconds (about 100,000 records a second).' + SCAN_LIMIT +
+        ' A verification holds its slot until it ends, even when its client has gone.',
+      response: { 200: VerifyReport, ...errorResponses(401, 403, 429) },
     },
-    handler: () => evidence.verify(),
+    handler: async () => {
+      const release = scans.take('verify');
+      try {
+        await scanPauseForTests.whileHolding?.('verify');
+        return await evidence.verify();
+      } finally {
+        release();
+      }
+    },
   });
 
   api.get('/audit-logs/checkpoints/latest', {
@@ -167,7 +182,8 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
         'whitespace and key order carry nothing (a leaf is over the canonical form), so parse lines rather than match bytes. ' +
         'Check it offline with `npx teamlog audit verify --file export.ndjson --public-key key.pem`. CSV: one row per record, ' +
         'cells starting with = + - @ tab or CR prefixed with an apostrophe. The right is checked again before each block is read: ' +
-        'if the session is revoked or its user is no longer an ADMIN, the response is cut off (NDJSON: without its checkpoint line).',
+        'if the session is revoked or its user is no longer an ADMIN, the response is cut off (NDJSON: without its checkpoint line).' + SCAN_LIMIT +
+        ' An export holds its slot until its last line is sent, or its client goes.',
       querystring: ExportQuery,
       response: {
         200: {
@@ -177,12 +193,22 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
             'text/csv': { schema: { type: 'string' }, example: EXPORT_EXAMPLE.csv },
           },
         },
-        ...errorResponses(400, 401, 403),
+        ...errorResponses(400, 401, 403, 429),
       },
     },
     handler: async (request, reply) => {
       const { format = 'ndjson', ...filters } = request.query;
-      await audit.recordExport(authedContext(request), format, filters);
+      const release = scans.take('export');
+      // The response closes when the stream ended, failed, or the client went (which stops the
+      // stream): the scan is over in every case.
+      reply.raw.once('close', release);
+      try {
+        await scanPauseForTests.whileHolding?.('export');
+        await audit.recordExport(authedContext(request), format, filters);
+      } catch (err) {
+        release();
+        throw err;
+      }
       reply.type(format === 'csv' ? 'text/csv; charset=utf-8' : 'application/x-ndjson; charset=utf-8');
       reply.header('content-disposition', `attachment; filename="audit-log.${format}"`);
       // A stream is piped as it is read (backpressure), past the serializer.

@@ -5,6 +5,7 @@ import { authedContext } from '../../http/request-context.js';
 import { Page, PageQuery, errorResponses } from '../../http/schemas.js';
 import { presentMessage } from './messages.presenter.js';
 import { Message, MessageBody, Room } from './messages.schemas.js';
+import { MAX_MESSAGES_PER_SECOND } from './messages.limit.js';
 import type { MessagesService } from './messages.service.js';
 
 const security = [{ bearer: [] }];
@@ -27,9 +28,12 @@ export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesServi
   app.post('/messages', {
     schema: {
       operationId: 'createMessage', tags: ['messages'], summary: 'Send a message to a room you may use (default general)', security,
-      description: 'Answers 201 with the stored message but no Location header: messages have no URL of their own; read them with GET /messages?room=.',
+      description:
+        'Answers 201 with the stored message but no Location header: messages have no URL of their own; read them with GET /messages?room=. ' +
+        `A user sends at most ${MAX_MESSAGES_PER_SECOND} messages a second (any 1000 ms), counted together with the new-message events of ` +
+        'all their sockets and on every instance: beyond it 429 RATE_LIMITED with Retry-After, and nothing is stored.',
       body: MessageBody,
-      response: { 201: Message, ...errorResponses(400, 401, 404) },
+      response: { 201: Message, ...errorResponses(400, 401, 404, 429) },
     },
     handler: async (request, reply) => {
       const message = await messages.postMessage(authedContext(request), request.body);

@@ -1,0 +1,48 @@
+// MAX_CONCURRENT_AUDIT_SCANS (API.md section 7): audit exports and verifications read the whole
+// log, so an instance runs at most that many at once; one more is refused with 429
+// RATE_LIMITED and Retry-After instead of queueing behind them, so that an administrator cannot
+// starve every other user. A slot is held from the start of the request until the scan ends,
+// fails, or (an export) its client goes. Per instance: it is this instance's time that a scan
+// takes, and a client refused here may be served by another.
+import type { AppMetrics } from '../ops/metrics.js';
+import { rateLimitedAnswer } from './errors.js';
+
+export type ScanKind = 'export' | 'verify';
+
+/** Seconds a refused client is told to wait: scans take seconds on a large log. */
+export const SCAN_RETRY_AFTER_SECONDS = 5;
+
+export interface ScanSlots {
+  /** Takes a slot, or throws 429 RATE_LIMITED; answers its release (once is enough; later calls do nothing). */
+  take(kind: ScanKind): () => void;
+}
+
+/**
+ * For tests only, empty in production: awaited while a scan holds its slot, before it reads
+ * anything, so that a test holds scans open (test/limits-audit-scans.test.ts).
+ */
+export const scanPauseForTests: { whileHolding?: (kind: ScanKind) => Promise<void> } = {};
+
+export function createScanSlots(max: number, metrics: Pick<AppMetrics, 'limited' | 'auditScansRunning'>): ScanSlots {
+  let running = 0;
+  return {
+    take(kind) {
+      if (running >= max) {
+        metrics.limited.inc({ limit: 'audit_scans' });
+        throw rateLimitedAnswer(
+          SCAN_RETRY_AFTER_SECONDS,
+          `${max} audit export${max === 1 ? '' : 's'} or verification${max === 1 ? '' : 's'} already running here (MAX_CONCURRENT_AUDIT_SCANS); try again in a few seconds`,
+        );
+      }
+      running++;
+      metrics.auditScansRunning.inc({ kind });
+      let held = true;
+      return () => {
+        if (!held) return;
+        held = false;
+        running--;
+        metrics.auditScansRunning.dec({ kind });
+      };
+    },
+  };
+}

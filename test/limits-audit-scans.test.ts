@@ -1,0 +1,123 @@
+// MAX_CONCURRENT_AUDIT_SCANS (API.md section 7): audit exports and verifications running at once
+// on an instance; one more is 429 RATE_LIMITED problem+json with Retry-After; a slot comes back
+// when its scan ends, fails, or its client goes mid-export; teamlog_audit_scans_running{kind}
+// follows them and each refusal is counted in teamlog_requests_limited_total{limit="audit_scans"}.
+// Scans are held open with the test-only pause of src/http/scan-slots.ts.
+import assert from 'node:assert/strict';
+import { afterEach, describe, test } from 'node:test';
+import { scanPauseForTests, type ScanKind } from '../src/http/scan-slots.js';
+import { assertProblem, type Response } from './helpers/client.js';
+import { useTestServer } from './helpers/harness.js';
+import type { TestServer } from './helpers/server.js';
+import { sleep } from './helpers/sockets.js';
+
+const MAX = 2;
+const h = useTestServer({ env: { MAX_CONCURRENT_AUDIT_SCANS: String(MAX), RATE_LIMIT_PER_MINUTE: '0' } });
+
+const EXPORT = '/api/v1/audit-logs/export';
+const VERIFY = '/api/v1/audit-logs/verify';
+
+afterEach(() => {
+  scanPauseForTests.whileHolding = undefined;
+});
+
+async function limitedCount(server: TestServer, limit: string): Promise<number> {
+  const { values } = await server.app.metrics.limited.get();
+  return values.find((v) => v.labels.limit === limit)?.value ?? 0;
+}
+
+/** teamlog_audit_scans_running, by kind. */
+async function running(server: TestServer): Promise<{ export: number; verify: number }> {
+  const { values } = await server.app.metrics.auditScansRunning.get();
+  const of = (kind: ScanKind) => values.find((v) => v.labels.kind === kind)?.value ?? 0;
+  return { export: of('export'), verify: of('verify') };
+}
+
+/**
+ * Holds the first `n` scans that start (each waits until release()), and lets later ones run.
+ * `entered` resolves once all `n` are held.
+ */
+function holdFirst(n: number) {
+  let release = () => {};
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let held = 0;
+  let allIn = () => {};
+  const entered = new Promise<void>((resolve) => (allIn = resolve));
+  scanPauseForTests.whileHolding = async (_kind: ScanKind) => {
+    if (held >= n) return;
+    if (++held === n) allIn();
+    await gate;
+  };
+  return { entered, release: () => release() };
+}
+
+const get = (path: string): Promise<Response> => h.admin.client.get(path, { token: h.admin.token });
+
+function assertScanLimited(res: Response): void {
+  assertProblem(res, 429, 'RATE_LIMITED');
+  assert.equal(res.headers.get('retry-after'), '5');
+}
+
+describe(`at most ${MAX} audit scans at once on an instance`, () => {
+  test('two held open: a third export and a verification are 429; once they end, each kind succeeds again', async () => {
+    const refusedBefore = await limitedCount(h.server, 'audit_scans');
+    const hold = holdFirst(MAX);
+    const held = [get(EXPORT), get(VERIFY)];
+    await hold.entered;
+    assert.deepEqual(await running(h.server), { export: 1, verify: 1 });
+    assertScanLimited(await get(EXPORT));
+    assertScanLimited(await get(`${VERIFY}`));
+    assertScanLimited(await get(`${EXPORT}?format=csv`));
+    assert.equal((await limitedCount(h.server, 'audit_scans')) - refusedBefore, 3);
+
+    hold.release();
+    const [exported, verified] = await Promise.all(held);
+    assert.equal(exported!.status, 200, exported!.text);
+    assert.match(exported!.text, /"type":"checkpoint"|"type":"record"/);
+    assert.equal(verified!.status, 200, verified!.text);
+    assert.deepEqual(await running(h.server), { export: 0, verify: 0 });
+    assert.equal((await get(EXPORT)).status, 200);
+    assert.equal((await get(VERIFY)).status, 200);
+  });
+
+  test('a client that goes mid-export gives its slot back at once; the other scan keeps its own', async () => {
+    const hold = holdFirst(MAX);
+    const gone = new AbortController();
+    const headers = { authorization: `Bearer ${h.admin.token}`, 'x-forwarded-for': h.admin.client.ip };
+    const abandoned = fetch(h.server.url + EXPORT, { headers, signal: gone.signal }).then(
+      () => 'answered',
+      () => 'aborted',
+    );
+    const kept = get(EXPORT);
+    await hold.entered;
+    assertScanLimited(await get(VERIFY));
+    gone.abort();
+    assert.equal(await abandoned, 'aborted');
+    // The server sees the connection close: the slot is free within moments, while the other is still held.
+    let answer: Response | undefined;
+    for (const until = Date.now() + 1000; Date.now() < until; await sleep(20)) {
+      answer = await get(VERIFY);
+      if (answer.status !== 429) break;
+    }
+    assert.equal(answer?.status, 200, answer?.text);
+    assert.equal((await running(h.server)).export, 1, 'the kept export still holds its slot');
+    hold.release();
+    assert.equal((await kept).status, 200);
+    assert.deepEqual(await running(h.server), { export: 0, verify: 0 });
+  });
+
+  test('a scan refused for another reason takes no slot: a USER gets 403, a bad filter 400, and the slots stay free', async () => {
+    const user = await h.newUser();
+    for (let i = 0; i < MAX + 1; i++) {
+      assertProblem(await user.client.get(EXPORT, { token: user.token }), 403, 'FORBIDDEN');
+      assertProblem(await get(`${EXPORT}?format=xml`), 400, 'VALIDATION_FAILED');
+    }
+    assert.deepEqual(await running(h.server), { export: 0, verify: 0 });
+    const hold = holdFirst(MAX);
+    const held = [get(VERIFY), get(VERIFY)];
+    await hold.entered;
+    assertScanLimited(await get(EXPORT));
+    hold.release();
+    assert.deepEqual((await Promise.all(held)).map((r) => r.status), [200, 200]);
+  });
+});
