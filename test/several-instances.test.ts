@@ -168,7 +168,7 @@ describe('the several-instances recipe (deploy/several-instances.sh)', { skip: n
     const dataDirs = [0, 1].map(() => mkdtempSync(path.join(tmpdir(), 'teamlog-recipe-other-')));
     try {
       await Promise.all(
-        [{}, { AUDIT_SIGNING_KEY: generateEd25519PrivateKeyPem() }].map(async (key, i) => {
+        ([{}, { AUDIT_SIGNING_KEY: generateEd25519PrivateKeyPem() }] as Array<Record<string, string>>).map(async (key, i) => {
           const other = await spawnServer({
             DATABASE_URL: urlOf(database, LOGIN, shared.TEAMLOG_DB_PASSWORD), REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: `${database}:`,
             JWT_SECRET: shared.JWT_SECRET!, DATA_DIR: dataDirs[i]!, ...key,

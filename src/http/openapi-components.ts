@@ -44,8 +44,9 @@ export const HEADERS: Record<string, Json> = {
   },
   'RateLimit-Limit': {
     description:
-      'Requests a minute this caller may make (RATE_LIMIT_PER_MINUTE). On /api answers that reached the rate limit, which runs after ' +
-      'authentication: not on a 401 for a missing or bad token, and not at all while the limit is off (0).',
+      'Requests a minute this caller may make (RATE_LIMIT_PER_MINUTE), counted per user when authenticated, else per address. Every ' +
+      '/api request counts, whatever it answers (a 401 for a missing, bad or revoked token, a 404, an unknown route: against the ' +
+      'address); an address whose minute is spent is refused before its token is looked up. Not sent while the limit is off (0).',
     schema: { type: 'integer', minimum: 1, maximum: 2_147_483_647, format: 'int32' },
     example: 3000,
   },

@@ -1,11 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { NoContent, errorResponses } from '../../http/schemas.js';
 import { authedContext, contextOf } from '../../http/request-context.js';
+import { DomainError } from '../../domain/errors.js';
 import type { AuthService } from './auth.service.js';
 import { presentUser } from '../users/users.presenter.js';
 import { LoginBody, LoginResponse, PasswordBody, RefreshBody, TokenPairSchema } from './auth.schemas.js';
 
 export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = async (app, { auth }) => {
+  // The login throttle's refusals (a DomainError, unlike the general limit's) are counted as
+  // limit="login" in teamlog_requests_limited_total.
+  app.addHook('onError', async (_request, _reply, error) => {
+    if (error instanceof DomainError && error.code === 'RATE_LIMITED') app.metrics.limited.inc({ limit: 'login' });
+  });
   app.post('/auth/login', {
     config: { public: true },
     schema: {
