@@ -19,7 +19,8 @@ const COMMANDS: Record<string, Command | CommandGroup> = {
     summary: 'Apply pending schema migrations and list what was applied',
     details:
       'Migrates MIGRATION_DATABASE_URL (an owner connection), else DATABASE_URL, else the embedded\n' +
-      'database under DATA_DIR. Running it again applies nothing. The server also migrates at start.',
+      'database under DATA_DIR. Running it again applies nothing. A server start applies pending migrations\n' +
+      'only with MIGRATION_DATABASE_URL, or a DATABASE_URL login allowed to; on a current schema it runs nothing.',
     async run(args) {
       options(args, {});
       const config = loadConfig();
