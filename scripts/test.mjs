@@ -20,13 +20,15 @@ import pg from 'pg';
 /**
  * The most one test may take on the 2-core development VM. Held after the fact, from each test's
  * duration (scripts/test-durations.mjs): Node 20's --test-timeout bounds a whole file, not a
- * test in it, and node:test has no other way to give every test a limit.
+ * test in it, and giving each test() a timeout by wrapping it would name the wrapper, not the
+ * test file, as the place of every failure.
  */
 const TEST_LIMIT_MS = 60_000;
 /**
  * What a whole file may take (--test-timeout, on Node 20): only for a file stuck (a test that
  * never ends, a handle left open); a file that runs out of it is killed, its tests unreported
- * and the file counted cancelled. The slowest file measured takes about 3 minutes.
+ * and the file counted cancelled. The slowest files take under a minute on the idle VM, and
+ * about 3 minutes when other suites run beside them (load 15-20).
  */
 const FILE_TIMEOUT_MS = 10 * 60_000;
 const FLAGS = ['--only', '--no-checks', '--require-postgres'];

@@ -118,7 +118,7 @@ describe('an instance killed with kill -9', () => {
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
 
-  test('loses no event, and its users go offline on the other instances within 30 s', { skip, timeout: 90_000 }, async () => {
+  test('loses no event, and its users go offline on the other instances within 30 s', { skip, timeout: 60_000 }, async () => {
     dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-killed-'));
     proc = await spawnServer({
       DATA_DIR: dataDir,
