@@ -197,6 +197,7 @@ export async function startTestServer(opts: StartOptions = {}): Promise<TestServ
     // A start refused by the app (e.g. its onReady hooks) must not leave connections open.
     await app.close().catch(() => {});
     if (!opts.database) await database.drop();
+    rmSync(dataDir, { recursive: true, force: true });
     throw err;
   }
   const address = app.server.address();
