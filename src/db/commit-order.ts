@@ -104,6 +104,26 @@ export function parseSnapshot(text: SnapshotText): { xmin: string; xmax: string;
   return { xmin: m[1]!, xmax: m[2]!, xip: m[3] ? m[3].split(',') : [] };
 }
 
+/**
+ * The condition "not below the lower bound" on a table aliased `t`, by the kind of bound: after a
+ * snapshot ($1 its xip list, $2 its xmax) or after an (xact_id, id) point ($1, $2); $3 is the
+ * ceiling that closes the xact_id range (see the top of this file). Its parameters come from
+ * lowerBoundParams. Shared by the reader below and by anything that counts what it has yet to read.
+ */
+export const LOWER_BOUND_SQL = {
+  afterSnapshot: '(t.xact_id = ANY ($1::xid8[]) OR (t.xact_id >= $2::xid8 AND t.xact_id < $3::xid8))',
+  afterPoint: '((t.xact_id > $1::xid8 AND t.xact_id < $3::xid8) OR (t.xact_id = $1::xid8 AND t.id > $2::bigint))',
+} as const;
+
+/** The parameters $1–$3 of LOWER_BOUND_SQL for a lower bound. */
+export function lowerBoundParams(lower: LowerBound): [unknown, unknown, string] {
+  if ('snapshot' in lower) {
+    const { xmax, xip } = parseSnapshot(lower.snapshot);
+    return [xip, xmax, xactCeiling(xmax)];
+  }
+  return [lower.xact, lower.id, xactCeiling(lower.xact)];
+}
+
 /** A row of a committed batch: the consumer's columns, and the upper snapshot the batch was read under. */
 export type CommittedRow<R> = R & { id: number; batch_snapshot: SnapshotText };
 
@@ -137,8 +157,7 @@ export function committedReader<R>(repository: string, table: string, columns: s
   // pair being finished, the last id taken ($4), the limit ($5) and the pair's upper snapshot ($6).
   // A new pair has no "after id": a condition `id > 0` would be taken for a third of the table
   // too, and the primary key read whole to intersect with it.
-  const belowSnapshot = '(t.xact_id = ANY ($1::xid8[]) OR (t.xact_id >= $2::xid8 AND t.xact_id < $3::xid8))';
-  const belowPoint = '((t.xact_id > $1::xid8 AND t.xact_id < $3::xid8) OR (t.xact_id = $1::xid8 AND t.id > $2::bigint))';
+  const { afterSnapshot: belowSnapshot, afterPoint: belowPoint } = LOWER_BOUND_SQL;
   // A new pair: the ids are gathered first, in a MATERIALIZED CTE, which PostgreSQL plans for all
   // of its rows rather than for the first `limit` in id order, so that it reads them through the
   // xact_id index instead of the primary key from the start (see the top of this file); then the
@@ -163,11 +182,8 @@ export function committedReader<R>(repository: string, table: string, columns: s
 
   function statementOf(pair: Pair): { s: Statement; lower: unknown[] } {
     const { lower, upper } = pair;
-    if ('snapshot' in lower) {
-      const { xmax, xip } = parseSnapshot(lower.snapshot);
-      return { s: upper === null ? S.committedAfterSnapshot : S.pairAfterSnapshot, lower: [xip, xmax, xactCeiling(xmax)] };
-    }
-    return { s: upper === null ? S.committedAfterPoint : S.pairAfterPoint, lower: [lower.xact, lower.id, xactCeiling(lower.xact)] };
+    const s = 'snapshot' in lower ? (upper === null ? S.committedAfterSnapshot : S.pairAfterSnapshot) : upper === null ? S.committedAfterPoint : S.pairAfterPoint;
+    return { s, lower: lowerBoundParams(lower) };
   }
 
   function run(q: Queryable, pair: Pair, limit: number) {

@@ -3,7 +3,7 @@
 // or AUDIT_SEALING is off everywhere). Verification and /health/ready report it, naming the
 // first record waiting; /metrics reports the backlog (sealingBacklog). Ages are taken on the
 // database's clock, which stamped them.
-import { nextPair, parseSnapshot, xactCeiling, type LowerBound } from '../../../db/commit-order.js';
+import { LOWER_BOUND_SQL, lowerBoundParams, nextPair } from '../../../db/commit-order.js';
 import type { Queryable } from '../../../db/database.js';
 import { query, statements } from '../../../db/statements.js';
 import { committedRecords, lastSealBatch } from './evidence.repository.js';
@@ -45,8 +45,8 @@ const backlog = (notTaken: string) => `WITH s AS (SELECT pg_current_snapshot() A
 const S = statements('sealing-status', {
   ages: `SELECT (EXTRACT(EPOCH FROM clock_timestamp() - $1::timestamptz) * 1000)::float8 AS waiting_ms,
      (EXTRACT(EPOCH FROM clock_timestamp() - $2::timestamptz) * 1000)::float8 AS since_seal_ms`,
-  backlogAfterSnapshot: backlog('(t.xact_id = ANY ($1::xid8[]) OR (t.xact_id >= $2::xid8 AND t.xact_id < $3::xid8))'),
-  backlogAfterPoint: backlog('((t.xact_id > $1::xid8 AND t.xact_id < $3::xid8) OR (t.xact_id = $1::xid8 AND t.id > $2::bigint))'),
+  backlogAfterSnapshot: backlog(LOWER_BOUND_SQL.afterSnapshot),
+  backlogAfterPoint: backlog(LOWER_BOUND_SQL.afterPoint),
 });
 
 export async function sealingStatus(q: Queryable, stallMs: number): Promise<SealingStatus> {
@@ -70,22 +70,13 @@ export interface SealingBacklog {
   checkpointLagSeconds: number;
 }
 
-/** The bound's three parameters, as the commit-order reader binds them. */
-function lowerParams(lower: LowerBound): [unknown, unknown, string] {
-  if ('snapshot' in lower) {
-    const { xmax, xip } = parseSnapshot(lower.snapshot);
-    return [xip, xmax, xactCeiling(xmax)];
-  }
-  return [lower.xact, lower.id, xactCeiling(lower.xact)];
-}
-
 /** What sealing and signing have yet to do, for /metrics: two statements, each reading only what waits. */
 export async function sealingBacklog(q: Queryable): Promise<SealingBacklog> {
   const last = await lastSealBatch(q);
   const pair = nextPair(last);
   const s = 'snapshot' in pair.lower ? S.backlogAfterSnapshot : S.backlogAfterPoint;
   const [row] = await query<{ records: number; oldest_seconds: number; checkpoint_age_seconds: number | null; checkpoint_lag_seconds: number }>(q, s, [
-    ...lowerParams(pair.lower),
+    ...lowerBoundParams(pair.lower),
     pair.upper,
     pair.upper === null ? null : pair.afterId,
   ]);
