@@ -10,6 +10,7 @@ import { assertProblem, type Response } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import type { TestServer } from './helpers/server.js';
 import { sleep } from './helpers/sockets.js';
+import { limitedCount } from './helpers/limits.js';
 
 const MAX = 2;
 const h = useTestServer({ env: { MAX_CONCURRENT_AUDIT_SCANS: String(MAX), RATE_LIMIT_PER_MINUTE: '0' } });
@@ -20,11 +21,6 @@ const VERIFY = '/api/v1/audit-logs/verify';
 afterEach(() => {
   scanPauseForTests.whileHolding = undefined;
 });
-
-async function limitedCount(server: TestServer, limit: string): Promise<number> {
-  const { values } = await server.app.metrics.limited.get();
-  return values.find((v) => v.labels.limit === limit)?.value ?? 0;
-}
 
 /** teamlog_audit_scans_running, by kind. */
 async function running(server: TestServer): Promise<{ export: number; verify: number }> {

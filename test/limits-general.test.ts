@@ -9,6 +9,7 @@ import { after, describe, test } from 'node:test';
 import { Client, login, type Response } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import { needsRedis, startTestServer, type TestServer } from './helpers/server.js';
+import { assertRateLimited, limitedCount } from './helpers/limits.js';
 
 const LIMIT = 8;
 const env = { RATE_LIMIT_PER_MINUTE: String(LIMIT) };
@@ -16,21 +17,6 @@ const h = useTestServer({ env });
 
 let second: TestServer | undefined;
 after(() => second?.close());
-
-async function limitedCount(server: TestServer, limit: string): Promise<number> {
-  const { values } = await server.app.metrics.limited.get();
-  return values.find((v) => v.labels.limit === limit)?.value ?? 0;
-}
-
-function assertLimited(res: Response, what: string): void {
-  assert.equal(res.status, 429, `${what}: ${res.status} ${res.text}`);
-  assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
-  assert.equal(res.body.code, 'RATE_LIMITED');
-  const retryAfter = Number(res.headers.get('retry-after'));
-  assert.ok(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter}`);
-  assert.equal(res.headers.get('ratelimit-limit'), String(LIMIT));
-  assert.equal(res.headers.get('ratelimit-remaining'), '0');
-}
 
 /** Sends `n` requests one after the other and answers their statuses. */
 async function statuses(n: number, request: () => Promise<Response>): Promise<number[]> {
@@ -47,9 +33,9 @@ describe('every /api request counts against the address unless it is authenticat
     const before = await limitedCount(h.server, 'general');
     const attacker = new Client(h.server);
     assert.deepEqual(await statuses(LIMIT, () => attacker.get('/api/v1/profile', { token: revoked.token })), Array(LIMIT).fill(401));
-    for (let i = 0; i < 5; i++) assertLimited(await attacker.get('/api/v1/profile', { token: revoked.token }), `revoked token, past the limit #${i}`);
+    for (let i = 0; i < 5; i++) assertRateLimited(await attacker.get('/api/v1/profile', { token: revoked.token }), LIMIT, `revoked token, past the limit #${i}`);
     // Refused before authentication: a valid token would have counted against its user and passed.
-    assertLimited(await attacker.get('/api/v1/profile', { token: user.token }), 'a valid token from the spent address');
+    assertRateLimited(await attacker.get('/api/v1/profile', { token: user.token }), LIMIT, 'a valid token from the spent address');
     assert.equal((await limitedCount(h.server, 'general')) - before, 6);
     assert.equal((await new Client(h.server).get('/api/v1/profile', { token: revoked.token })).status, 401, 'another address');
     assert.equal((await user.client.get('/api/v1/profile', { token: user.token })).status, 200, 'the user from their own address');
@@ -59,7 +45,7 @@ describe('every /api request counts against the address unless it is authenticat
     for (const headers of [{ authorization: 'Bearer not.a.token' }, {} as Record<string, string>]) {
       const someone = new Client(h.server);
       assert.deepEqual(await statuses(LIMIT, () => someone.get('/api/v1/tasks', { headers })), Array(LIMIT).fill(401));
-      assertLimited(await someone.get('/api/v1/tasks', { headers }), JSON.stringify(headers));
+      assertRateLimited(await someone.get('/api/v1/tasks', { headers }), LIMIT, JSON.stringify(headers));
     }
   });
 
@@ -69,8 +55,8 @@ describe('every /api request counts against the address unless it is authenticat
     const paths = ['/api/v1/no-such-route', '/api/nothing-here', '/api/v1/users/1/secrets'];
     const answers = await statuses(LIMIT, () => scanner.get(paths[Math.floor(Math.random() * paths.length)]!, { token: user.token }));
     assert.deepEqual(answers, Array(LIMIT).fill(404));
-    assertLimited(await scanner.get('/api/v1/no-such-route'), 'an unknown route past the limit');
-    assertLimited(await scanner.get('/api/v1/profile', { token: user.token }), 'a known route from the spent address');
+    assertRateLimited(await scanner.get('/api/v1/no-such-route'), LIMIT, 'an unknown route past the limit');
+    assertRateLimited(await scanner.get('/api/v1/profile', { token: user.token }), LIMIT, 'a known route from the spent address');
     // Outside /api the general limit does not apply.
     assert.equal((await scanner.get('/health/live')).status, 200);
   });
@@ -80,13 +66,13 @@ describe('every /api request counts against the address unless it is authenticat
     const half = LIMIT / 2;
     assert.deepEqual(await statuses(half, () => someone.request('PATCH', '/api/v1/profile')), Array(half).fill(405));
     assert.deepEqual(await statuses(half, () => someone.post('/api/v1/auth/refresh', { refresh_token: 'nope' })), Array(half).fill(401));
-    assertLimited(await someone.post('/api/v1/auth/refresh', { refresh_token: 'nope' }), 'refresh past the limit');
+    assertRateLimited(await someone.post('/api/v1/auth/refresh', { refresh_token: 'nope' }), LIMIT, 'refresh past the limit');
   });
 
   test('an authenticated user\'s 404 counts against the user, not the address', async () => {
     const user = await h.newUser();
     assert.deepEqual(await statuses(LIMIT, () => user.client.get('/api/v1/tasks/999999999', { token: user.token })), Array(LIMIT).fill(404));
-    assertLimited(await user.client.get('/api/v1/profile', { token: user.token }), 'the user past the limit');
+    assertRateLimited(await user.client.get('/api/v1/profile', { token: user.token }), LIMIT, 'the user past the limit');
     // Their address spent nothing: anonymous requests from it still pass.
     assert.equal((await user.client.get('/api/v1/version')).status, 200);
   });
@@ -103,7 +89,7 @@ describe('several instances', () => {
     for (const client of [attacker, onB]) {
       const first = await client.get('/api/v1/profile', { token: 'forged.token.here' });
       assert.ok(first.status === 401 || first.status === 429, `${first.status}`);
-      assertLimited(await client.get('/api/v1/profile', { token: 'forged.token.here' }), 'past the shared limit');
+      assertRateLimited(await client.get('/api/v1/profile', { token: 'forged.token.here' }), LIMIT, 'past the shared limit');
     }
   });
 });

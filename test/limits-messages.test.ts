@@ -9,6 +9,7 @@ import { uniqueWord } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 import { needsRedis, startTestServer, type TestServer } from './helpers/server.js';
 import { connect, emitWithAck, sleep, type ClientSocket } from './helpers/sockets.js';
+import { limitedCount } from './helpers/limits.js';
 
 const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
 const PER_SECOND = 20;
@@ -18,11 +19,6 @@ after(() => second?.close());
 
 const open: ClientSocket[] = [];
 const closeAll = () => open.splice(0).forEach((s) => s.close());
-
-async function limitedCount(server: TestServer, limit: string): Promise<number> {
-  const { values } = await server.app.metrics.limited.get();
-  return values.find((v) => v.labels.limit === limit)?.value ?? 0;
-}
 
 /** The messages stored with this tag in their text. */
 async function storedWith(tag: string): Promise<number> {

@@ -12,6 +12,7 @@ import { login, type Session } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import { needsRedis, startTestServer, type TestServer } from './helpers/server.js';
 import { connect, connectRecording, disconnection, sleep, type ClientSocket } from './helpers/sockets.js';
+import { limitedCount } from './helpers/limits.js';
 
 const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
 const ROUNDS = 100;
@@ -22,12 +23,6 @@ after(() => second?.close());
 
 const open: ClientSocket[] = [];
 const closeAll = () => open.splice(0).forEach((s) => s.close());
-
-/** How many refusals `limit` has counted on this server. */
-async function limitedCount(server: TestServer, limit: string): Promise<number> {
-  const { values } = await server.app.metrics.limited.get();
-  return values.find((v) => v.labels.limit === limit)?.value ?? 0;
-}
 
 /** The presence snapshot a new socket of `watcher` gets: the users online on the server's side. */
 async function onlineNow(watcher: Session): Promise<number[]> {
