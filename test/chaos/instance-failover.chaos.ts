@@ -12,13 +12,13 @@ import type { Database } from '../../src/db/database.js';
 import type { Session } from '../helpers/client.js';
 import { inBatches } from '../helpers/factories.js';
 import { connectRecording, disconnection, type ClientSocket, type Received, type Recorder } from '../helpers/sockets.js';
-import { startPostgresAndRedis, type PgCluster, type RedisServer } from './cluster.js';
+import type { RedisServer } from './cluster.js';
 import {
-  assertBuilt, assertNothingLost, assertSealedAndVerified, isAcked, makeTeam, ownerDatabase, postTask, serviceEnv, sleep, startService, writer, WriteBurst,
-  type Outcome, type Service,
+  closeStage, openStage, assertNothingLost, assertSealedAndVerified, isAcked, makeTeam, postTask, serviceEnv, sleep, startService, writer, WriteBurst,
+  type Outcome, type Stage, type Service,
 } from './service.js';
 
-let cluster: PgCluster | undefined;
+let stage: Stage | undefined;
 let redis: RedisServer | undefined;
 let urls: { ownerUrl: string; serviceUrl: string };
 let owner: Database | undefined;
@@ -27,19 +27,15 @@ const sockets: ClientSocket[] = [];
 const relays: ThrottledRelay[] = [];
 
 before(async () => {
-  assertBuilt();
-  ({ cluster, redis } = await startPostgresAndRedis());
-  urls = await cluster.createDatabase('teamlog');
-  owner = ownerDatabase(urls.ownerUrl);
+  stage = await openStage({ redis: true });
+  ({ redis, urls, owner } = stage);
 }, { timeout: 60_000 });
 
 after(async () => {
   for (const r of relays) r.cut();
   for (const s of sockets) s.close();
   await Promise.all(services.map((s) => s.kill()));
-  await owner?.close();
-  await redis?.destroy();
-  await cluster?.destroy();
+  await closeStage(stage);
 });
 
 /** More than one replay batch (realtime/replay.ts reads 500 events at a time). */

@@ -9,29 +9,25 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Database } from '../../src/db/database.js';
-import { PgCluster } from './cluster.js';
 import {
-  assertBuilt, assertNothingLost, assertSealedAndVerified, isAcked, makeTeam, ownerDatabase, serviceEnv, sleep, startService, tail, writer, WriteBurst,
-  type Service,
+  closeStage, openStage, assertNothingLost, assertSealedAndVerified, isAcked, makeTeam, serviceEnv, sleep, startService, tail, writer, WriteBurst,
+  type Service, type Stage,
 } from './service.js';
 
-let cluster: PgCluster | undefined;
+let stage: Stage | undefined;
 let urls: { ownerUrl: string; serviceUrl: string };
 let owner: Database | undefined;
 let service: Service | undefined;
 const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-chaos-kill-'));
 
 before(async () => {
-  assertBuilt();
-  cluster = await PgCluster.create();
-  urls = await cluster.createDatabase('teamlog');
-  owner = ownerDatabase(urls.ownerUrl);
+  stage = await openStage({ redis: false });
+  ({ urls, owner } = stage);
 }, { timeout: 60_000 });
 
 after(async () => {
   await service?.kill();
-  await owner?.close();
-  await cluster?.destroy();
+  await closeStage(stage);
   rmSync(dataDir, { recursive: true, force: true });
 });
 

@@ -7,28 +7,26 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Database } from '../../src/db/database.js';
-import { PgCluster } from './cluster.js';
+import type { PgCluster } from './cluster.js';
 import {
-  assertBuilt, assertNothingLost, assertSealedAndVerified, isAcked, makeTeam, ownerDatabase, serviceEnv, sleep, startService, tail, writer, WriteBurst,
-  type Outcome, type Service,
+  closeStage, openStage, assertNothingLost, assertSealedAndVerified, isAcked, makeTeam, serviceEnv, sleep, startService, tail, writer, WriteBurst,
+  type Outcome, type Stage, type Service,
 } from './service.js';
 
+let stage: Stage | undefined;
 let cluster: PgCluster | undefined;
 let urls: { ownerUrl: string; serviceUrl: string };
 let owner: Database | undefined;
 let service: Service | undefined;
 
 before(async () => {
-  assertBuilt();
-  cluster = await PgCluster.create();
-  urls = await cluster.createDatabase('teamlog');
-  owner = ownerDatabase(urls.ownerUrl);
+  stage = await openStage({ redis: false });
+  ({ cluster, urls, owner } = stage);
 }, { timeout: 60_000 });
 
 after(async () => {
   await service?.kill();
-  await owner?.close();
-  await cluster?.destroy();
+  await closeStage(stage);
 });
 
 /** What a client may be answered while the database is away: 503 UNAVAILABLE, as problem+json. */

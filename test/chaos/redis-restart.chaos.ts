@@ -10,13 +10,13 @@ import { Redis } from 'ioredis';
 import type { Database } from '../../src/db/database.js';
 import type { Session } from '../helpers/client.js';
 import { connectRecording, type ClientSocket, type Recorder } from '../helpers/sockets.js';
-import { startPostgresAndRedis, type PgCluster, type RedisServer } from './cluster.js';
+import type { RedisServer } from './cluster.js';
 import {
-  assertBuilt, assertNothingLost, assertSealedAndVerified, isAcked, makeTeam, ownerDatabase, postTask, serviceEnv, sleep, startService, tail, writer,
-  type Outcome, type Service, type Writer,
+  closeStage, openStage, assertNothingLost, assertSealedAndVerified, isAcked, makeTeam, postTask, serviceEnv, sleep, startService, tail, writer,
+  type Outcome, type Stage, type Service, type Writer,
 } from './service.js';
 
-let cluster: PgCluster | undefined;
+let stage: Stage | undefined;
 let redis: RedisServer | undefined;
 let urls: { ownerUrl: string; serviceUrl: string };
 let owner: Database | undefined;
@@ -24,18 +24,14 @@ const services: Service[] = [];
 const sockets: ClientSocket[] = [];
 
 before(async () => {
-  assertBuilt();
-  ({ cluster, redis } = await startPostgresAndRedis());
-  urls = await cluster.createDatabase('teamlog');
-  owner = ownerDatabase(urls.ownerUrl);
+  stage = await openStage({ redis: true });
+  ({ redis, urls, owner } = stage);
 }, { timeout: 60_000 });
 
 after(async () => {
   for (const s of sockets) s.close();
   await Promise.all(services.map((s) => s.kill()));
-  await owner?.close();
-  await redis?.destroy();
-  await cluster?.destroy();
+  await closeStage(stage);
 });
 
 /** What the instances hold open in Redis: their connections (named "teamlog") and their subscriptions. */

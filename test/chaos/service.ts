@@ -17,7 +17,7 @@ import { createUser, loginAdmin, type Session } from '../helpers/client.js';
 import { addMember, createProject, uniqueWord, type ProjectBody } from '../helpers/factories.js';
 import { freePort, ROOT } from '../helpers/process.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, TEST_SIGNING_KEY, type TestServer } from '../helpers/server.js';
-import { onExit, shellQuote, watchdog } from './cluster.js';
+import { onExit, PgCluster, shellQuote, startPostgresAndRedis, watchdog, type RedisServer } from './cluster.js';
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export const DIST_SERVER = path.join(ROOT, 'dist/server.js');
@@ -41,6 +41,35 @@ export function asServer(url: string, owner?: Database): TestServer {
 }
 
 // ── the service process ────────────────────────────────────────────────────────────────────
+
+/** What a chaos file runs on: a PostgreSQL cluster of its own with one database, an owner connection to it, and (when asked) a Redis of its own. */
+export interface Stage {
+  cluster: PgCluster;
+  redis: RedisServer | undefined;
+  urls: { ownerUrl: string; serviceUrl: string };
+  owner: Database;
+}
+
+/** Builds a file's stage (in its before hook): the server built, the cluster (and Redis) started, the database made. */
+export async function openStage(opts: { redis?: boolean } = {}): Promise<Stage> {
+  assertBuilt();
+  const { cluster, redis } = opts.redis ? await startPostgresAndRedis() : { cluster: await PgCluster.create(), redis: undefined };
+  try {
+    const urls = await cluster.createDatabase('teamlog');
+    return { cluster, redis, urls, owner: ownerDatabase(urls.ownerUrl) };
+  } catch (err) {
+    await redis?.destroy();
+    await cluster.destroy();
+    throw err;
+  }
+}
+
+/** Tears a stage down, once the file's own services and sockets are gone: the owner's connection, Redis, the cluster. */
+export async function closeStage(stage: Stage | undefined): Promise<void> {
+  await stage?.owner.close();
+  await stage?.redis?.destroy();
+  await stage?.cluster.destroy();
+}
 
 export interface Service {
   url: string;
