@@ -2,38 +2,12 @@
 // takes a slot or answers 'full', atomically across instances; /admin sockets count towards the
 // limit but are not presence; a refused slot leaves every count as it was.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
-import { describe, test, type TestContext } from 'node:test';
-import { Redis } from 'ioredis';
+import { describe, test } from 'node:test';
 import { createPresence, type Presence } from '../src/realtime/presence.js';
-import { TEST_REDIS_URL, needsRedis } from './helpers/server.js';
+import { redisWorld } from './helpers/presence-world.js';
+import { needsRedis } from './helpers/server.js';
 
 const MAX = 20;
-
-function redisWorld(t: TestContext) {
-  const prefix = `presence-limit-test:${randomUUID()}:`;
-  const clients: Redis[] = [];
-  const presences: Presence[] = [];
-  const admin = new Redis(TEST_REDIS_URL);
-  clients.push(admin);
-  t.after(async () => {
-    await Promise.all(presences.map((p) => p.stop().catch(() => {})));
-    const keys = await admin.keys(`${prefix}*`);
-    if (keys.length > 0) await admin.del(...keys);
-    await Promise.all(clients.map((c) => c.quit().catch(() => {})));
-  });
-  return {
-    admin,
-    countKey: `${prefix}presence:count`,
-    instance() {
-      const redis = new Redis(TEST_REDIS_URL);
-      clients.push(redis);
-      const p = createPresence({ redis, keyPrefix: prefix, instanceId: randomUUID() });
-      presences.push(p);
-      return p;
-    },
-  };
-}
 
 async function limitHolds(instances: Presence[]): Promise<void> {
   const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => instances[i % instances.length]!.connected(7, { max: MAX, admin: i % 3 === 0 })));

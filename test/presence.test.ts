@@ -3,15 +3,14 @@
 // live instance; a swept instance that was alive after all publishes its sockets again; and
 // counts stay exact under concurrency and after failures.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, test, type TestContext } from 'node:test';
-import { Redis, type RedisOptions } from 'ioredis';
-import { createPresence, type Presence, type PresenceOptions } from '../src/realtime/presence.js';
+import { describe, test } from 'node:test';
+import { Redis } from 'ioredis';
+import { createPresence, type Presence } from '../src/realtime/presence.js';
+import { redisWorld } from './helpers/presence-world.js';
 import { needsRedis } from './helpers/server.js';
 
-const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 /** Small enough that a dead instance is swept within a test, large enough for a busy machine. */
 const FAST = { heartbeatMs: 50, deadAfterMs: 400 };
 
@@ -21,39 +20,6 @@ async function waitFor(what: string, ok: () => boolean | Promise<boolean>, ms = 
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
     await sleep(10);
   }
-}
-
-/** A test's own key prefix, its Presence instances ("servers") and Redis clients, all cleaned up after it. */
-function redisWorld(t: TestContext) {
-  const prefix = `presence-test:${randomUUID()}:`;
-  const clients: Redis[] = [];
-  const presences: Presence[] = [];
-  const client = (options: RedisOptions = {}) => {
-    const c = new Redis(REDIS_URL, options);
-    clients.push(c);
-    return c;
-  };
-  const admin = client();
-  t.after(async () => {
-    await Promise.all(presences.map((p) => p.stop().catch(() => {})));
-    const keys = await admin.keys(`${prefix}*`);
-    if (keys.length > 0) await admin.del(...keys);
-    await Promise.all(clients.map((c) => c.quit().catch(() => {})));
-  });
-  return {
-    prefix,
-    admin,
-    client,
-    /** Another instance; its id is the returned `id`. */
-    instance(opts: Partial<PresenceOptions> = {}) {
-      const id = opts.instanceId ?? randomUUID();
-      const p = createPresence({ redis: opts.redis ?? client(), keyPrefix: prefix, ...opts, instanceId: id });
-      presences.push(p);
-      return Object.assign(p, { id });
-    },
-    countKey: `${prefix}presence:count`,
-    instanceKey: (id: string) => `${prefix}presence:instance:${id}`,
-  };
 }
 
 /** `redis`, except that the answer to the next eval after holdNext() waits for release(). */
