@@ -15,9 +15,12 @@ export function requestId(req: { headers: Record<string, string | string[] | und
   return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID();
 }
 
+/** Whether a URL (path and query) is under the current version's prefix, /api/v1. */
+export const isApiUrl = (url: string): boolean => url === API_PREFIX || url.startsWith(`${API_PREFIX}/`) || url.startsWith(`${API_PREFIX}?`);
+
 /** `/api/<rest>` is served as the current version, `/api/v1/<rest>`. */
 export function rewriteUrl(url: string): string {
-  if (url === API_PREFIX || url.startsWith(`${API_PREFIX}/`) || url.startsWith(`${API_PREFIX}?`)) return url;
+  if (isApiUrl(url)) return url;
   if (url.startsWith('/api/')) {
     return API_PREFIX + url.slice(4);
   }

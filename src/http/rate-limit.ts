@@ -16,7 +16,7 @@
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import type { Redis } from '../redis.js';
-import { API_PREFIX } from './conventions.js';
+import { isApiUrl as isApi } from './conventions.js';
 import { rateLimitedAnswer } from './errors.js';
 
 export interface RateLimitOptions {
@@ -31,8 +31,6 @@ export interface RateLimitOptions {
 const WINDOW_MS = 60_000;
 /** Addresses remembered as over the limit, at most: past it, the expired ones go, then the oldest. */
 const MAX_BLOCKED = 10_000;
-
-const isApi = (url: string) => url === API_PREFIX || url.startsWith(`${API_PREFIX}/`) || url.startsWith(`${API_PREFIX}?`);
 
 /**
  * Registered on the root instance before authentication's hook (app.ts): its onRequest hook
