@@ -357,7 +357,10 @@ describe('replay', () => {
     const m = await postMessage(user, 'general');
     const lastEventId = (await s.rec.waitFor((e) => e.name === 'new-message' && e.payload.id === m.id)).payload.event_id as number;
     s.socket.close();
-    await postMessage(user, 'general');
+    // Each message is seen before the next is sent, so each lands in a batch of its own: the one
+    // the client needs next is then never in the newest batch, which pruning keeps.
+    const needed = await postMessage(user, 'general');
+    await witness.rec.waitFor((e) => e.name === 'new-message' && e.payload.id === needed.id);
     const newest = await postMessage(user, 'general');
     await witness.rec.waitFor((e) => e.name === 'new-message' && e.payload.id === newest.id);
     // Pruning as maintenance does, up to and including what the client would need next.
