@@ -35,6 +35,8 @@ interface Parameter {
   $ref?: string;
   in?: string;
   name?: string;
+  description?: string;
+  schema?: Json;
 }
 interface Operation {
   operationId?: string;
@@ -269,14 +271,35 @@ const isPage = (media: Media | undefined): boolean => {
   return typeof title === 'string' && title.endsWith('Page') && namedSchemas().has(title);
 };
 
+/**
+ * `?cursor=` as a page's next_cursor is typed: a string, or null for "the first page". A query
+ * string cannot carry a null, so the validator never sees one; but a generated client (and
+ * openapi-fetch, which leaves a null parameter out) must accept `cursor: page.next_cursor`
+ * without a cast, or walking pages fails to type-check.
+ */
+function nullableCursor(p: Parameter): Parameter {
+  const schema = p.schema ?? {};
+  return {
+    ...p,
+    description: 'Opaque cursor from a page\'s next_cursor; omitted (or null, which a query string cannot carry and clients leave out): the first page',
+    schema: { ...schema, type: ['string', 'null'], description: undefined },
+  };
+}
+
+/** A response streamed as it is read (NDJSON, CSV): never whole in memory, so never an ETag. */
+const isStreamed = (op: Operation): boolean => Object.keys(op.responses?.['200']?.content ?? {}).some((type) => type === 'application/x-ndjson' || type === 'text/csv');
+
 function finishOperation(method: string, path: string, op: Operation, components: Record<string, Json>, used: Set<string>): void {
   const isApi = path.startsWith(`${API_PREFIX}/`);
   op.operationId ??= deriveOperationId(method, path);
 
   // Request headers: the declared If-Match becomes the shared parameter; the others by rule.
-  const params = (op.parameters ?? []).map((p) => (p.in === 'header' && p.name?.toLowerCase() === 'if-match' ? ref('parameters', 'IfMatch') : p));
+  const params = (op.parameters ?? []).map((p) => (p.in === 'header' && p.name?.toLowerCase() === 'if-match' ? ref('parameters', 'IfMatch') : p.in === 'query' && p.name === 'cursor' ? nullableCursor(p) : p));
   const takesIfMatch = params.some((p) => p.$ref === ref('parameters', 'IfMatch').$ref);
-  if (isApi && method === 'get') params.push(ref('parameters', 'IfNoneMatch'));
+  // conventions.ts answers 304 to a GET whose body it has whole; a streamed one (the export)
+  // has no ETag to match.
+  const revalidates = isApi && method === 'get' && !isStreamed(op);
+  if (revalidates) params.push(ref('parameters', 'IfNoneMatch'));
   const idempotent = isApi && method === 'post' && !path.startsWith(`${API_PREFIX}/auth/`);
   if (idempotent) params.push(ref('parameters', 'IdempotencyKey'));
   params.push(ref('parameters', 'XRequestId'));
@@ -290,7 +313,7 @@ function finishOperation(method: string, path: string, op: Operation, components
   for (const [status, response] of Object.entries(responses)) {
     if (Number(status) >= 400) continue;
     const extra: string[] = [...(declared[Number(status) as 200 | 201] ?? [])];
-    if (isApi && method === 'get' && status === '200') extra.push('ETag');
+    if (revalidates && status === '200') extra.push('ETag');
     if (takesIfMatch && status.startsWith('2')) extra.push('ETag');
     if (isPage(response.content?.['application/json'])) extra.push('Link');
     if (idempotent) extra.push('Idempotent-Replayed');
@@ -311,7 +334,7 @@ function finishOperation(method: string, path: string, op: Operation, components
   if (op.requestBody) ['413', '415'].forEach((s) => statuses.add(s));
   if (path === '/health/ready') statuses.add('503');
   statuses.add('500');
-  if (isApi && method === 'get') {
+  if (revalidates) {
     responses['304'] = ref('responses', 'NotModified');
     used.add('NotModified');
   }

@@ -151,20 +151,28 @@ export const Page = <T extends TSchema>(item: T) => {
 
 /** Every code a problem can carry (API.md section 2), and the statuses that carry it. */
 export const PROBLEM_CODES = {
-  400: ['VALIDATION_FAILED', 'MALFORMED_JSON'],
+  400: ['VALIDATION_FAILED', 'MALFORMED_JSON', 'INVALID_QUERY'],
   401: ['UNAUTHENTICATED', 'INVALID_CREDENTIALS', 'TOKEN_EXPIRED', 'TOKEN_REVOKED'],
   403: ['FORBIDDEN', 'ACCOUNT_DEACTIVATED', 'INVALID_CREDENTIALS'],
   404: ['NOT_FOUND'],
   405: ['METHOD_NOT_ALLOWED'],
   406: ['NOT_ACCEPTABLE'],
+  408: ['REQUEST_TIMEOUT'],
   409: ['CONFLICT', 'INVALID_TRANSITION', 'LAST_ADMIN', 'LAST_OWNER', 'EMAIL_TAKEN', 'IDEMPOTENCY_KEY_REUSED'],
   412: ['PRECONDITION_FAILED'],
   413: ['PAYLOAD_TOO_LARGE'],
   415: ['UNSUPPORTED_MEDIA_TYPE'],
+  431: ['HEADERS_TOO_LARGE'],
   429: ['RATE_LIMITED'],
   500: ['INTERNAL'],
   503: ['UNAVAILABLE'],
 } as const;
+
+/** Every code, once (a code such as INVALID_CREDENTIALS comes with more than one status). */
+export const PROBLEM_CODE_LIST = [...new Set(Object.values(PROBLEM_CODES).flat())];
+export type ProblemCode = (typeof PROBLEM_CODES)[keyof typeof PROBLEM_CODES][number];
+
+const TASK_STATUSES = ['TODO', 'IN_PROGRESS', 'IN_REVIEW', 'DONE', 'CANCELED'] as const;
 
 export const Problem = named(
   'Problem',
@@ -176,7 +184,7 @@ export const Problem = named(
       // A problem's detail may name what the request named (a path, the projects a user solely
       // owns), so its bound is the body limit rather than a sentence's.
       detail: Type.String({ maxLength: 1024 * 1024, description: 'What went wrong with this request, in words' }),
-      code: Type.String({ maxLength: 64, pattern: '^[A-Z][A-Z_]*$', description: 'A stable, machine-readable code (API.md section 2)' }),
+      code: StringEnum(PROBLEM_CODE_LIST, { description: 'A stable, machine-readable code (API.md section 2)' }),
       instance: Type.String({ maxLength: 16384, description: 'The path of the request' }),
       request_id: Type.String({ maxLength: 128, pattern: '^[A-Za-z0-9._:@-]+$', description: 'As in X-Request-Id: quote it when reporting a problem' }),
       errors: Type.Optional(
@@ -189,8 +197,18 @@ export const Problem = named(
           { maxItems: 100, description: 'Each invalid field (400 VALIDATION_FAILED)' },
         ),
       ),
+      current_status: Type.Optional(StringEnum(TASK_STATUSES, { description: "The task's status now (409 INVALID_TRANSITION)" })),
+      allowed_transitions: Type.Optional(
+        Type.Array(StringEnum(TASK_STATUSES), { maxItems: TASK_STATUSES.length, description: 'The statuses the task may move to from current_status (409 INVALID_TRANSITION)' }),
+      ),
+      projects: Type.Optional(
+        Type.Array(Type.Object({ id: Id, name: Type.String({ maxLength: 200 }) }), {
+          maxItems: 10_000,
+          description: 'The projects the user is the only OWNER of, to hand over or delete first (409 LAST_OWNER on DELETE /users/{id})',
+        }),
+      ),
     },
-    { additionalProperties: true, description: 'RFC 9457 problem details. Some problems add members: allowed_transitions (INVALID_TRANSITION), projects (LAST_OWNER).' },
+    { additionalProperties: true, description: 'RFC 9457 problem details. Some problems add members, declared here: errors (VALIDATION_FAILED), current_status and allowed_transitions (INVALID_TRANSITION), projects (LAST_OWNER).' },
   ),
   {
     type: '/problems/validation',
