@@ -1,0 +1,239 @@
+// The signed-in console: search (kept in the URL), the records table with Load more and the
+// actor/resource pivots, Live with its "N new records" button, exports, and the details dialog.
+import { html } from 'htm/preact';
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError, type AuditRecord, type ConsoleApi, type ExportFormat, type LiveState, type LiveSubscription, type User } from '../api.js';
+import { describeError, utcTime } from '../format.js';
+import { actorTerm, narrow, putQueryInUrl, queryInUrl, resourceTerm } from '../query.js';
+import { Details } from './details.js';
+import { StatusLine } from './status.js';
+
+const PAGE_SIZE = 50;
+/** Scrolled further down than this, the table holds still and new records wait behind a button. */
+const SCROLL_SLACK_PX = 48;
+/** With a query, live records are matched by the service: one search per burst, this long after its first record. */
+const LIVE_QUERY_DEBOUNCE_MS = 250;
+
+const LIVE_LABEL: Record<LiveState, string> = { connecting: 'connecting…', live: 'connected', reconnecting: 'reconnecting…', off: 'off' };
+
+/** Records not already among `known`, keeping their order. */
+const fresh = (records: AuditRecord[], known: AuditRecord[]) => {
+  const ids = new Set(known.map((r) => r.id));
+  return records.filter((r) => !ids.has(r.id) && (ids.add(r.id), true));
+};
+
+function download(blob: Blob, name: string): void {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
+function Row({ record, onOpen, onNarrow }: { record: AuditRecord; onOpen: (r: AuditRecord) => void; onNarrow: (key: string, value: string) => void }) {
+  const actor = actorTerm(record.actor_id);
+  const resource = resourceTerm(record.resource_type, record.resource_id);
+  // A click anywhere on the row opens it; the pivots and the time are buttons of their own.
+  const stop = (fn: () => void) => (e: Event) => {
+    e.stopPropagation();
+    fn();
+  };
+  return html`
+    <tr data-id=${record.id} class=${`result-${record.result.toLowerCase()}`} onClick=${() => onOpen(record)}>
+      <td><button type="button" class="link" onClick=${stop(() => onOpen(record))} title=${`Details of record ${record.id}`}>
+        <time datetime=${record.timestamp}>${utcTime(record.timestamp)}</time></button></td>
+      <td><button type="button" class="link pivot" data-pivot="actor" title=${`Narrow the search to actor:${actor}`} onClick=${stop(() => onNarrow('actor', actor))}>${actor}</button></td>
+      <td>${record.action}</td>
+      <td><button type="button" class="link pivot" data-pivot="resource" title=${`Narrow the search to resource:${resource}`} onClick=${stop(() => onNarrow('resource', resource))}>${resource}</button></td>
+      <td><span class="result">${record.result}</span></td>
+      <td>${record.ip ?? '—'}</td>
+    </tr>`;
+}
+
+export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: User; onSignOut: () => void }) {
+  const [typed, setTyped] = useState(queryInUrl);
+  /** The query the table shows (what exports and live matching use), as opposed to what is being typed. */
+  const [activeQ, setActiveQ] = useState<string | undefined>(undefined);
+  const [rows, setRows] = useState<AuditRecord[]>([]);
+  const [cursor, setCursor] = useState<string | null>(null);
+  const [loading, setLoading] = useState(false);
+  const [error, setError] = useState('');
+  const [notice, setNotice] = useState('');
+  const [pending, setPending] = useState<AuditRecord[]>([]);
+  const [live, setLive] = useState<LiveState>('off');
+  const [open, setOpen] = useState<AuditRecord | undefined>(undefined);
+  const [exporting, setExporting] = useState<ExportFormat | undefined>(undefined);
+  const search = useRef<HTMLInputElement>(null);
+  const table = useRef<HTMLTableElement>(null);
+  const loadSeq = useRef(0);
+  const subscription = useRef<LiveSubscription | undefined>(undefined);
+  // What live callbacks read: the values of the last render.
+  const current = useRef({ rows, pending, activeQ });
+  current.current = { rows, pending, activeQ };
+
+  const load = useCallback(
+    async (q: string, more?: string | null) => {
+      const seq = ++loadSeq.current;
+      setLoading(true);
+      try {
+        const page = await api.listAuditLogs({ q, cursor: more, limit: PAGE_SIZE });
+        if (seq !== loadSeq.current) return;
+        setActiveQ(q);
+        setError('');
+        if (more) setRows((old) => [...old, ...fresh(page.data, old)]);
+        else {
+          setRows(page.data);
+          setPending([]);
+        }
+        setCursor(page.next_cursor);
+      } catch (err) {
+        if (seq !== loadSeq.current) return;
+        // An invalid query shows the service's own words (its 400's detail).
+        setError(err instanceof ApiError ? err.detail : describeError(err));
+        if (!more) {
+          setActiveQ(q);
+          setRows([]);
+          setPending([]);
+          setCursor(null);
+        }
+      } finally {
+        if (seq === loadSeq.current) setLoading(false);
+      }
+    },
+    [api],
+  );
+
+  const run = (q: string) => {
+    const text = q.trim();
+    setTyped(text);
+    putQueryInUrl(text);
+    void load(text);
+  };
+
+  useEffect(() => {
+    void load(queryInUrl());
+    search.current?.focus();
+    // Back and forward run the query the address holds.
+    const onPop = () => {
+      setTyped(queryInUrl());
+      void load(queryInUrl());
+    };
+    addEventListener('popstate', onPop);
+    return () => {
+      removeEventListener('popstate', onPop);
+      subscription.current?.close();
+    };
+  }, [load]);
+
+  const scrolledDown = () => scrollY > SCROLL_SLACK_PX;
+
+  /** New records, newest first: at the top, or behind the button while the reader is further down. */
+  const arrive = (records: AuditRecord[]) => {
+    const { rows: shown, pending: waiting } = current.current;
+    const news = fresh(records, [...shown, ...waiting]);
+    if (news.length === 0) return;
+    if (scrolledDown()) setPending([...news, ...waiting]);
+    else {
+      setRows([...news, ...waiting, ...shown]);
+      setPending([]);
+    }
+  };
+
+  const matchTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  const onLiveRecord = (record: AuditRecord) => {
+    const q = current.current.activeQ;
+    if (q === undefined) return;
+    if (q === '') return arrive([record]);
+    // The service decides what a query matches: the newest page of it, once per burst.
+    if (matchTimer.current) return;
+    matchTimer.current = setTimeout(() => {
+      matchTimer.current = undefined;
+      api.listAuditLogs({ q, limit: PAGE_SIZE }).then(
+        (page) => current.current.activeQ === q && arrive(page.data),
+        () => undefined,
+      );
+    }, LIVE_QUERY_DEBOUNCE_MS);
+  };
+
+  const toggleLive = () => {
+    if (subscription.current) {
+      subscription.current.close();
+      subscription.current = undefined;
+      return;
+    }
+    subscription.current = api.subscribeAuditRecords({
+      record: onLiveRecord,
+      resync: () => {
+        setNotice('Live missed records that are no longer kept for replay: the list was reloaded.');
+        void load(current.current.activeQ ?? '');
+      },
+      state: (state) => setLive(state),
+    });
+  };
+
+  const showPending = () => {
+    setRows((old) => [...current.current.pending, ...old]);
+    setPending([]);
+    scrollTo({ top: 0 });
+    table.current?.focus({ preventScroll: true });
+  };
+
+  const exportAs = async (format: ExportFormat) => {
+    const q = current.current.activeQ ?? '';
+    setExporting(format);
+    setNotice('');
+    try {
+      const blob = await api.exportFile(format, q);
+      download(blob, `audit-log-${new Date().toISOString().replace(/[:.]/g, '-')}.${format}`);
+      setNotice(`Exported ${blob.size.toLocaleString('en')} bytes as ${format.toUpperCase()}${q ? ` for "${q}"` : ''}.`);
+    } catch (err) {
+      setNotice(`Export failed: ${err instanceof ApiError ? err.detail : describeError(err)}`);
+    } finally {
+      setExporting(undefined);
+    }
+  };
+
+  const liveOn = live !== 'off';
+  return html`
+    <header class="top">
+      <h1>Audit log</h1>
+      <p class="who">Signed in as ${user.email} <button type="button" onClick=${onSignOut}>Sign out</button></p>
+    </header>
+    <${StatusLine} api=${api} />
+    <main>
+      <form class="search" role="search" onSubmit=${(e: Event) => (e.preventDefault(), run(typed))}>
+        <label for="q">Search</label>
+        <input id="q" ref=${search} type="search" value=${typed} onInput=${(e: Event) => setTyped((e.target as HTMLInputElement).value)}
+          aria-describedby="q-help q-error" autocomplete="off" spellcheck=${false} />
+        <span id="q-help" class="hint">Enter runs it. <code>action:LOGIN_FAILURE</code> <code>actor:12</code> <code>resource:TASK/5</code>
+          <code>result:DENIED</code> <code>ip:10.0.0.0/8</code> <code>created:>=2026-11-26</code>; <code>-</code> negates.</span>
+      </form>
+      <p id="q-error" class="error" role="alert">${error}</p>
+      <div class="toolbar">
+        <button type="button" role="switch" aria-checked=${liveOn ? 'true' : 'false'} class="switch" onClick=${toggleLive}>Live</button>
+        <span class="live-state" aria-live="polite">${liveOn ? LIVE_LABEL[live] : ''}</span>
+        <span class="spacer"></span>
+        <button type="button" onClick=${() => exportAs('csv')} disabled=${exporting !== undefined}>Export CSV</button>
+        <button type="button" onClick=${() => exportAs('ndjson')} disabled=${exporting !== undefined}>Export NDJSON</button>
+      </div>
+      <p class="notice" role="status">${exporting ? `Exporting ${exporting.toUpperCase()}…` : notice}</p>
+      ${pending.length > 0 &&
+      html`<p class="new-records"><button type="button" onClick=${showPending}>${pending.length} new ${pending.length === 1 ? 'record' : 'records'}</button></p>`}
+      <table ref=${table} tabindex="-1" aria-busy=${loading ? 'true' : 'false'} aria-describedby="table-summary">
+        <thead>
+          <tr><th scope="col">Time</th><th scope="col">Actor</th><th scope="col">Action</th><th scope="col">Resource</th><th scope="col">Result</th><th scope="col">IP</th></tr>
+        </thead>
+        <tbody>
+          ${rows.map((r) => html`<${Row} key=${r.id} record=${r} onOpen=${setOpen} onNarrow=${(key: string, value: string) => run(narrow(current.current.activeQ ?? '', key, value))} />`)}
+        </tbody>
+      </table>
+      <p id="table-summary" class="hint">
+        ${loading ? 'Loading…' : `${rows.length.toLocaleString('en')} ${rows.length === 1 ? 'record' : 'records'} shown, newest first${activeQ ? ` for "${activeQ}"` : ''}.`}
+      </p>
+      ${cursor && html`<p><button type="button" onClick=${() => load(current.current.activeQ ?? '', cursor)} disabled=${loading}>Load more</button></p>`}
+    </main>
+    ${open && html`<${Details} api=${api} record=${open} onClose=${() => setOpen(undefined)} />`}`;
+}
