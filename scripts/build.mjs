@@ -2,6 +2,7 @@
 // npm run build: compiles src/ into dist/ (tsc -p tsconfig.build.json), then writes beside it
 //   dist/.build-stamp     a hash of everything the compiled output depends on
 //   dist/build-info.json  the commit it was built from (git rev-parse HEAD), for /api/v1/version
+//   dist/web/console/     the audit console's browser files (scripts/build-web.mjs, from web/)
 //
 //   --if-changed   compile only when the inputs' hash differs from the stamp, or dist/ lacks an
 //                  entry point (what `npm start` runs, so that a second start does not recompile)
@@ -14,14 +15,15 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSy
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { buildWeb } from './build-web.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = path.join(ROOT, 'dist');
 const STAMP = path.join(DIST, '.build-stamp');
 const BUILD_INFO = path.join(DIST, 'build-info.json');
-/** What tsc reads: the sources, its configuration, and the installed packages' versions (types). */
-const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
-const ENTRY_POINTS = ['server.js', 'cli.js', 'seed.js'];
+/** What tsc and esbuild read: the sources, their configuration, and the installed packages' versions. */
+const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json', 'web', 'tsconfig.web.json', 'scripts/build-web.mjs'];
+const ENTRY_POINTS = ['server.js', 'cli.js', 'seed.js', 'web/console/index.html'];
 
 function listFiles(p) {
   if (!existsSync(p)) return [];
@@ -71,6 +73,7 @@ if (ifChanged && upToDate) {
     stdio: 'inherit',
   });
   if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+  await buildWeb();
   mkdirSync(DIST, { recursive: true });
   writeBuildInfo();
   // Written last: an interrupted or failed compile leaves no stamp claiming it succeeded.
