@@ -14,6 +14,7 @@ import { buildShapeSerializer } from './http/serialization.js';
 import { registerRateLimit } from './http/rate-limit.js';
 import { createValidatorCompiler } from './http/validation.js';
 import { auditRoutes } from './modules/audit/audit.routes.js';
+import { registerAuditConsole } from './modules/audit/console.routes.js';
 import { authRoutes } from './modules/auth/auth.routes.js';
 import { createMessageLimit, limitMessages } from './modules/messages/messages.limit.js';
 import { messagesRoutes } from './modules/messages/messages.routes.js';
@@ -120,6 +121,7 @@ export async function buildApp(deps: Deps, services: Services) {
 
   await registerDocs(app);
   registerRealtimeDemo(app);
+  registerAuditConsole(app);
   realtimeMetrics(app.metricsRegistry, attachRealtime(app, deps, services, redis).io);
   attachAuditWorkers(app, deps, services.evidence);
   return app;

@@ -11,9 +11,10 @@ import type { Config } from '../config.js';
 /** Responses smaller than this are sent as they are: compressing them costs more than it saves. */
 const COMPRESS_THRESHOLD = 1024;
 
-/** Routes that serve HTML to a browser: the API reference and the real-time demo. */
+/** Routes that serve HTML to a browser: the API reference, the real-time demo and the audit console. */
 const DOCS = '/docs';
 const DEMO = '/realtime-demo';
+const CONSOLE = '/console';
 const under = (url: string, prefix: string) => url === prefix || url.startsWith(`${prefix}/`) || url.startsWith(`${prefix}.`);
 
 /**
@@ -101,7 +102,7 @@ export async function registerHttpPlugins(app: FastifyInstance, config: Pick<Con
   // The pages' policy on their routes, whichever plugin declares them (@fastify/swagger-ui for
   // /docs); every other answer, a 404 included, gets the API's.
   app.addHook('onRoute', (route) => {
-    const headers = under(route.url, DOCS) ? DOCS_HEADERS : under(route.url, DEMO) ? PAGE_HEADERS : undefined;
+    const headers = under(route.url, DOCS) ? DOCS_HEADERS : under(route.url, DEMO) || under(route.url, CONSOLE) ? PAGE_HEADERS : undefined;
     if (!headers) return;
     route.config = { ...(route.config as object), securityHeaders: headers } as typeof route.config;
   });
