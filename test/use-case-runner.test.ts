@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import type { ActorContext, RequestContext } from '../src/context.js';
-import { DomainError, forbidden, notFound } from '../src/domain/errors.js';
+import { DomainError } from '../src/domain/errors.js';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
 import { insertUser } from '../src/modules/users/users.repository.js';
 import { CommitSignal, type Committed } from '../src/use-cases/commit-signal.js';
@@ -123,24 +123,37 @@ describe('the audit record of an audited use case', () => {
 });
 
 describe('refusals', () => {
-  test('refuse() rolls the change back, then writes one DENIED record in its own transaction, and throws the domain error', async () => {
+  const HIDDEN = { allowed: false, visible: false } as const;
+  const VISIBLE = { allowed: false, visible: true, reason: 'not yours' } as const;
+
+  test('a refused authorize() rolls the change back, then writes one DENIED record in its own transaction, and throws 404 for what the caller may not see', async () => {
     const ctx = context();
     await assert.rejects(
       run(ctx, AUDITED, async (uow) => {
         await change(uow);
         uow.emit({ name: ctx.requestId, room: 'general', payload: {} });
-        return uow.refuse(notFound('Task'), record);
+        uow.authorize(HIDDEN, 'Task', record);
       }),
-      (err) => err instanceof DomainError && err.code === 'NOT_FOUND',
+      (err) => err instanceof DomainError && err.code === 'NOT_FOUND' && err.detail === 'Task not found',
     );
     assert.deepEqual(await left(ctx), { changes: 0, records: ['DENIED DELETE_TASK TASK/7'] });
   });
 
-  test('a refusal names only an action the use case declares', async () => {
+  test('a refusal names only an action the use case declares; a visible resource is refused with 403 and its reason', async () => {
     const ctx = context();
-    await assert.rejects(run(ctx, PLAIN, async (uow) => uow.refuse(forbidden(), record)), UseCaseContractError);
-    await assert.rejects(run(ctx, PLAIN, async (uow) => uow.refuse(forbidden())), (err) => err instanceof DomainError && err.code === 'FORBIDDEN');
+    await assert.rejects(run(ctx, PLAIN, async (uow) => uow.authorize(VISIBLE, 'Task', record)), UseCaseContractError);
+    await assert.rejects(run(ctx, PLAIN, async (uow) => uow.authorize(VISIBLE, 'Task')), (err) => err instanceof DomainError && err.code === 'FORBIDDEN' && err.detail === 'not yours');
     assert.deepEqual(await left(ctx), { changes: 0, records: [] });
+  });
+
+  test('an allowing verdict lets the use case go on: its change and record commit', async () => {
+    const ctx = context();
+    await run(ctx, AUDITED, async (uow) => {
+      uow.authorize({ allowed: true, visible: true }, 'Task', record);
+      await change(uow);
+      uow.audit(record);
+    });
+    assert.deepEqual(await left(ctx), { changes: 1, records: ['SUCCESS DELETE_TASK TASK/7'] });
   });
 
   test('any other error rolls back and writes no record', async () => {

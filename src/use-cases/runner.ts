@@ -12,9 +12,12 @@
 //      The record and the change's outbox row go out in one statement, after the change,
 //      pipelined with COMMIT; after commit the runner announces what the commit carried
 //      (commit-signal.ts), so that the relay and the sealer take it at once.
-//   3. A refusal (`refuse`) rolls everything back; then, for an audited use case, one DENIED
-//      record is written in a transaction of its own (API.md 5.3), and the domain error is
-//      thrown to the caller.
+//   3. A right is refused in one way: `authorize(verdict, …)` with a policy's verdict
+//      (domain/authorization.ts). It rolls everything back; then, for an audited action, one
+//      DENIED record is written in a transaction of its own (API.md 5.3), and the caller gets
+//      404 when they may not know the resource exists, else 403. Other failures (no such
+//      resource, bad input, a conflicting state) are thrown as their domain errors, and roll
+//      back too. `failAfterCommit` is only for a failure that is itself a change to keep.
 //   4. A unique constraint that a concurrent request won is the domain's conflict (e.g.
 //      EMAIL_TAKEN), never a driver error.
 //
@@ -23,6 +26,7 @@
 import type { Actor, RequestContext } from '../context.js';
 import type { Database, Tx } from '../db/database.js';
 import { pgConstraint, pgErrorCode } from '../db/database.js';
+import { refusalOf, type Verdict } from '../domain/authorization.js';
 import { conflict, type DomainError } from '../domain/errors.js';
 import type { AuditAction, AuditEntry, AuditWriter, ResourceType } from '../modules/audit/audit.writer.js';
 import { addEvents, type OutboxEvent } from '../modules/outbox/outbox.js';
@@ -59,7 +63,7 @@ export interface DeniedRecord {
   metadata?: Record<string, unknown>;
 }
 
-/** Thrown by `refuse`: the runner rolls back, records the refusal, and throws `error`. */
+/** Thrown by `authorize`: the runner rolls back, records the refusal, and throws `error`. */
 class Refusal extends Error {
   constructor(
     readonly error: DomainError,
@@ -69,7 +73,7 @@ class Refusal extends Error {
   }
 }
 
-/** Returned by a use case whose failure is itself a change to keep (LOGIN_FAILURE, theft detection). */
+/** Returned by a use case whose failure is itself a change to keep (failAfterCommit). */
 class CommittedFailure {
   constructor(readonly error: DomainError) {}
 }
@@ -94,9 +98,18 @@ export interface UnitOfWork {
   emit(...events: OutboxEvent[]): void;
   /** An audited use case that changed nothing audited says so instead of recording. */
   withoutRecord(reason: 'unchanged' | 'not audited'): void;
-  /** Refuses: rolls back, records `record` as DENIED (audited use cases), throws `error`. */
-  refuse(error: DomainError, record?: DeniedRecord): never;
-  /** Commits what the use case did (its record included), then throws `error` to the caller. */
+  /**
+   * Goes on when `verdict` allows; else refuses: rolls back, records `denied` as DENIED (the
+   * refused action of an audited use case), and throws 404 for `resource` when the caller may
+   * not know it exists, else 403.
+   */
+  authorize(verdict: Verdict, resource: string, denied?: DeniedRecord): void;
+  /**
+   * Commits what the use case did (its record included), then throws `error` to the caller.
+   * Only for a failure that is itself a change to keep: a failed login (its LOGIN_FAILURE record
+   * and throttle count), a reused refresh token (the session revoked), a wrong current password
+   * (its DENIED record and throttle count). Return it from the use case.
+   */
   failAfterCommit(error: DomainError): CommittedFailure;
 }
 
@@ -147,11 +160,11 @@ class Work implements UnitOfWork {
     this.noRecord = reason;
   }
 
-  refuse(error: DomainError, record?: DeniedRecord): never {
-    if (record && !this.uc.audits.includes(record.action)) {
-      throw new UseCaseContractError(`${this.uc.name} may not record a refused ${record.action}`);
+  authorize(verdict: Verdict, resource: string, denied?: DeniedRecord): void {
+    if (denied && !this.uc.audits.includes(denied.action)) {
+      throw new UseCaseContractError(`${this.uc.name} may not record a refused ${denied.action}`);
     }
-    throw new Refusal(error, record);
+    if (!verdict.allowed) throw new Refusal(refusalOf(verdict, resource), denied);
   }
 
   failAfterCommit(error: DomainError): CommittedFailure {

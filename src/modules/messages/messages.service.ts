@@ -2,6 +2,7 @@
 // (and ADMINs). POST /messages and the socket `new-message` event both call postMessage.
 import type { Actor, ActorContext } from '../../context.js';
 import type { Deps } from '../../deps.js';
+import { authorize } from '../../domain/authorization.js';
 import { notFound } from '../../domain/errors.js';
 import { pageOf, type PageRequest } from '../../domain/page.js';
 import { useCase } from '../../use-cases/runner.js';
@@ -32,7 +33,8 @@ export function createMessagesService(deps: Deps) {
       const projectId = projectOfRoom(room);
       if (projectId !== null) {
         const { exists, role } = await projectAndRole(db, projectId, viewer.id);
-        if (!exists || !projectPolicy.useRoom(accessOf(viewer, role))) throw notFound('Room');
+        if (!exists) throw notFound('Room');
+        authorize(projectPolicy.can('useRoom', accessOf(viewer, role)), 'Room');
       }
       return pageOf(await repo.listMessages(db, room, page.after, page.limit), page);
     },
@@ -44,7 +46,8 @@ export function createMessagesService(deps: Deps) {
         if (projectId !== null) {
           // The caller's membership is locked: a removal waits for the message, or is seen here.
           const { projectId: found, access } = await lockProjectAccess(uow, { projectId });
-          if (found === undefined || !projectPolicy.useRoom(access)) throw notFound('Room');
+          if (found === undefined) throw notFound('Room');
+          uow.authorize(projectPolicy.can('useRoom', access), 'Room');
         }
         const message = await repo.insertMessage(uow.tx, { room, projectId, authorId: ctx.actor.id, text: input.text });
         uow.emit({ name: 'new-message', room, payload: presentMessage(message) });

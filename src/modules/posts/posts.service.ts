@@ -2,11 +2,12 @@
 // is right under concurrent likes and when a liker is deleted.
 import type { Actor, ActorContext } from '../../context.js';
 import type { Deps } from '../../deps.js';
-import { forbidden, notFound } from '../../domain/errors.js';
+import { notFound } from '../../domain/errors.js';
 import { pageOf, type PageRequest } from '../../domain/page.js';
 import { checkVersion, type ExpectedVersion } from '../../domain/versions.js';
 import { useCase } from '../../use-cases/runner.js';
 import { notify } from '../notifications/notifications.writer.js';
+import { postsPolicy } from './posts.policy.js';
 import * as repo from './posts.repository.js';
 import type { PostRow } from './posts.repository.js';
 
@@ -52,8 +53,7 @@ export function createPostsService(deps: Deps) {
       await run(ctx, DELETE, async (uow) => {
         const post = await repo.lockPost(uow.tx, id, ctx.actor.id);
         if (!post) throw notFound('Post');
-        const actor = await uow.actor();
-        if (post.author_id !== actor.id && actor.role !== 'ADMIN') throw forbidden('Only the author or an ADMIN may delete a post');
+        uow.authorize(postsPolicy.can('delete', await uow.actor(), { authorId: post.author_id }), 'Post');
         await repo.deletePost(uow.tx, id);
       });
     },

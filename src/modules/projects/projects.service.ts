@@ -4,7 +4,8 @@
 import type { Actor, ActorContext } from '../../context.js';
 import type { Tx } from '../../db/database.js';
 import type { Deps } from '../../deps.js';
-import { conflict, forbidden, notFound } from '../../domain/errors.js';
+import { authorize } from '../../domain/authorization.js';
+import { conflict, notFound } from '../../domain/errors.js';
 import { pageOf, type PageRequest } from '../../domain/page.js';
 import { checkVersion, type ExpectedVersion } from '../../domain/versions.js';
 import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
@@ -36,7 +37,8 @@ export function createProjectsService(deps: Deps, { memberRemovalSteps }: Projec
   async function load(actor: Actor, id: number): Promise<{ project: ProjectRow; access: ProjectAccess }> {
     const [project, { role }] = await Promise.all([repo.findProject(db, id), repo.projectAndRole(db, id, actor.id)]);
     const access = accessOf(actor, role);
-    if (!project || !projectPolicy.see(access)) throw notFound('Project');
+    if (!project) throw notFound('Project');
+    authorize(projectPolicy.can('see', access), 'Project');
     return { project, access };
   }
 
@@ -77,8 +79,7 @@ export function createProjectsService(deps: Deps, { memberRemovalSteps }: Projec
     async update(ctx: ActorContext, id: number, body: { name?: string; description?: string }, expected: ExpectedVersion): Promise<ProjectRow> {
       return run(ctx, UPDATE, async (uow) => {
         const { project, access } = await lockForChange(uow, id);
-        if (!projectPolicy.see(access)) throw notFound('Project');
-        if (!projectPolicy.manage(access)) throw forbidden();
+        uow.authorize(projectPolicy.can('manage', access), 'Project');
         checkVersion(expected, project.version);
         const name = body.name?.trim();
         const changed = (name !== undefined && name !== project.name) || (body.description !== undefined && body.description !== project.description);
@@ -93,8 +94,7 @@ export function createProjectsService(deps: Deps, { memberRemovalSteps }: Projec
         const [project, { access }] = await Promise.all([repo.lockProjectForDelete(uow.tx, id), lockProjectAccess(uow, { projectId: id })]);
         if (!project) throw notFound('Project');
         const record = { action: 'DELETE_PROJECT', resourceType: 'PROJECT', resourceId: id } as const;
-        if (!projectPolicy.see(access)) uow.refuse(notFound('Project'), record);
-        if (!projectPolicy.manage(access)) uow.refuse(forbidden(), record);
+        uow.authorize(projectPolicy.can('manage', access), 'Project', record);
         const taskCount = await repo.countTasks(uow.tx, id);
         await repo.deleteProject(uow.tx, id);
         uow.audit({ ...record, metadata: { name: project.name, taskCount } });
@@ -120,8 +120,7 @@ export function createProjectsService(deps: Deps, { memberRemovalSteps }: Projec
         const { project, access, roles } = await lockForChange(uow, id, [userId]);
         const current = roles.get(userId);
         const record = { action: current === undefined ? 'ADD_PROJECT_MEMBER' : 'CHANGE_PROJECT_MEMBER_ROLE', resourceType: 'PROJECT', resourceId: id } as const;
-        if (!projectPolicy.see(access)) uow.refuse(notFound('Project'), record);
-        if (!projectPolicy.manage(access)) uow.refuse(forbidden(), record);
+        uow.authorize(projectPolicy.can('manage', access), 'Project', record);
         if (!(await findUserById(uow.tx, userId))) throw notFound('User');
         checkVersion(expected, project.version);
         if (current === role) {
@@ -150,8 +149,7 @@ export function createProjectsService(deps: Deps, { memberRemovalSteps }: Projec
       await run(ctx, REMOVE_MEMBER, async (uow) => {
         const { access, roles } = await lockForChange(uow, id, [userId]);
         const record = { action: 'REMOVE_PROJECT_MEMBER', resourceType: 'PROJECT', resourceId: id } as const;
-        if (!projectPolicy.see(access)) uow.refuse(notFound('Project'), record);
-        if (!projectPolicy.removeMember(access, await uow.actor(), userId)) uow.refuse(forbidden(), record);
+        uow.authorize(projectPolicy.can('removeMember', access, { userId }), 'Project', record);
         const role = roles.get(userId);
         if (role === undefined) throw notFound('Member');
         await guardLastOwner(uow.tx, id, role);

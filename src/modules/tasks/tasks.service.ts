@@ -3,7 +3,8 @@
 // the caller's right inside its transaction, on locked rows (projects.access.ts).
 import type { Actor, ActorContext } from '../../context.js';
 import type { Deps } from '../../deps.js';
-import { DomainError, forbidden, invalid, notFound } from '../../domain/errors.js';
+import { authorize } from '../../domain/authorization.js';
+import { DomainError, invalid, notFound } from '../../domain/errors.js';
 import { pageOf, type PageRequest } from '../../domain/page.js';
 import { checkVersion, type ExpectedVersion } from '../../domain/versions.js';
 import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
@@ -39,14 +40,14 @@ export function createTasksService(deps: Deps) {
 
   /**
    * The task locked for a change, after the project and the memberships of the caller (and of
-   * `others`) that decide it. 404 for a task the caller may not see (recorded as DENIED when
-   * `action` is given), 403 for one they may see but not work on.
+   * `others`) that decide it: 404 when it does not exist, and a refusal (recorded as DENIED when
+   * `action` is given) when the caller may not see it.
    */
   async function lockForWork(uow: UnitOfWork, id: number, action: AuditAction | undefined, others: Array<number | null> = []) {
     const [locked, task] = await Promise.all([lockProjectAccess(uow, { taskId: id }, others), repo.lockTask(uow.tx, id)]);
     if (!task) throw notFound('Task');
     const record = action && ({ action, resourceType: 'TASK', resourceId: id } as const);
-    if (!projectPolicy.see(locked.access)) uow.refuse(notFound('Task'), record);
+    uow.authorize(projectPolicy.can('see', locked.access), 'Task', record);
     return { task, ...locked, record };
   }
 
@@ -54,7 +55,8 @@ export function createTasksService(deps: Deps) {
     /** For reads: a task whose project the caller may see; 404 otherwise. */
     async get(actor: Actor, id: number): Promise<TaskRow> {
       const found = await repo.findTaskWithRole(db, id, actor.id);
-      if (!found || !projectPolicy.see(accessOf(actor, found.role))) throw notFound('Task');
+      if (!found) throw notFound('Task');
+      authorize(projectPolicy.can('see', accessOf(actor, found.role)), 'Task');
       return found.task;
     },
 
@@ -72,7 +74,7 @@ export function createTasksService(deps: Deps) {
         const { projectId: found, access, roles } = await lockProjectAccess(uow, { projectId }, [assigneeId]);
         if (found === undefined) throw notFound('Project');
         // A task in a project the caller cannot see: 404, recorded as DENIED CREATE_TASK on that project.
-        if (!projectPolicy.workOnTasks(access)) uow.refuse(notFound('Project'), { action: 'CREATE_TASK', resourceType: 'PROJECT', resourceId: projectId });
+        uow.authorize(projectPolicy.can('workOnTasks', access), 'Project', { action: 'CREATE_TASK', resourceType: 'PROJECT', resourceId: projectId });
         assertAssignable(roles, assigneeId);
         const task = await repo.insertTask(uow.tx, { projectId, title: body.title.trim(), description: body.description ?? '', assigneeId, createdBy: ctx.actor.id });
         uow.audit({ action: 'CREATE_TASK', resourceType: 'TASK', resourceId: task.id, metadata: { projectId, title: task.title, assigneeId } });
@@ -85,7 +87,7 @@ export function createTasksService(deps: Deps) {
     async update(ctx: ActorContext, id: number, body: { title?: string; description?: string }, expected: ExpectedVersion): Promise<TaskRow> {
       return run(ctx, UPDATE, async (uow) => {
         const { task, access } = await lockForWork(uow, id, undefined);
-        if (!projectPolicy.workOnTasks(access)) throw forbidden();
+        uow.authorize(projectPolicy.can('workOnTasks', access), 'Task');
         checkVersion(expected, task.version);
         const title = body.title?.trim();
         const changed = (title !== undefined && title !== task.title) || (body.description !== undefined && body.description !== task.description);
@@ -100,7 +102,7 @@ export function createTasksService(deps: Deps) {
       return run(ctx, ASSIGN, async (uow) => {
         // The assignee's membership is locked too: their removal waits, or is seen here.
         const { task, access, roles, record } = await lockForWork(uow, id, 'ASSIGN_TASK', [assigneeId]);
-        if (!projectPolicy.workOnTasks(access)) uow.refuse(forbidden(), record);
+        uow.authorize(projectPolicy.can('workOnTasks', access), 'Task', record);
         checkVersion(expected, task.version);
         if (task.assignee_id === assigneeId) {
           uow.withoutRecord('unchanged');
@@ -118,7 +120,7 @@ export function createTasksService(deps: Deps) {
     async setStatus(ctx: ActorContext, id: number, status: TaskStatus, expected: ExpectedVersion): Promise<TaskRow> {
       return run(ctx, SET_STATUS, async (uow) => {
         const { task, access, record } = await lockForWork(uow, id, 'CHANGE_TASK_STATUS');
-        if (!projectPolicy.workOnTasks(access)) uow.refuse(forbidden(), record);
+        uow.authorize(projectPolicy.can('workOnTasks', access), 'Task', record);
         checkVersion(expected, task.version);
         if (task.status === status) {
           uow.withoutRecord('unchanged');
@@ -146,7 +148,7 @@ export function createTasksService(deps: Deps) {
     async remove(ctx: ActorContext, id: number): Promise<void> {
       await run(ctx, DELETE, async (uow) => {
         const { task, access, record } = await lockForWork(uow, id, 'DELETE_TASK');
-        if (!projectPolicy.deleteTask(access, await uow.actor(), task)) uow.refuse(forbidden(), record);
+        uow.authorize(projectPolicy.can('deleteTask', access, { createdBy: task.created_by }), 'Task', record);
         await repo.deleteTask(uow.tx, id);
         uow.audit({ action: 'DELETE_TASK', resourceType: 'TASK', resourceId: id, metadata: { projectId: task.project_id, title: task.title } });
         uow.emit(taskDeletedEvent(task));

@@ -3,10 +3,11 @@
 import type { ActorContext, RequestContext, UserRole } from '../../context.js';
 import type { Tx } from '../../db/database.js';
 import type { Deps } from '../../deps.js';
-import { conflict, forbidden, invalid, notFound, rateLimited, wrongCurrentPassword } from '../../domain/errors.js';
+import type { Verdict } from '../../domain/authorization.js';
+import { conflict, invalid, notFound, rateLimited, wrongCurrentPassword } from '../../domain/errors.js';
 import { pageOf, type PageRequest } from '../../domain/page.js';
 import { checkVersion, type ExpectedVersion } from '../../domain/versions.js';
-import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
+import { useCase, UseCaseContractError, type DeniedRecord, type UnitOfWork, type UseCase } from '../../use-cases/runner.js';
 import type { AuditAction } from '../audit/audit.writer.js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { settleAttempt, throttledFor } from '../auth/throttle.js';
@@ -35,10 +36,24 @@ const changing = (id: number) => ({ callerLock: { changingUsers: [id] } });
 export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOptions) {
   const { db, run } = deps;
 
-  /** 404 when the user does not exist, else 403 with a DENIED record of `action` on them. */
-  async function refuseOnUser(uow: UnitOfWork, id: number, action: AuditAction): Promise<never> {
+  /** `verdict` on user `id`: a refusal is 404 when they do not exist, else 403 with a DENIED record of `action` (if any) on them. */
+  async function authorizeOnUser(uow: UnitOfWork, verdict: Verdict, id: number, action: AuditAction | undefined): Promise<void> {
+    if (verdict.allowed) return;
     if (!(await repo.findUserById(uow.tx, id))) throw notFound('User');
-    return uow.refuse(forbidden(), { action, resourceType: 'USER', resourceId: id });
+    uow.authorize(verdict, 'User', action && { action, resourceType: 'USER', resourceId: id });
+  }
+
+  /**
+   * A refusal decided before the work starts, on the request-time role (so that a refused caller
+   * cannot make the server hash a password for them): the run only records it. The use case
+   * decides again inside its own transaction when the early verdict allows.
+   */
+  function refuseEarly(ctx: ActorContext, uc: UseCase, verdict: Verdict, denied: DeniedRecord | undefined, id?: number): Promise<never> {
+    return run<never>(ctx, uc, async (uow) => {
+      if (id === undefined) uow.authorize(verdict, 'User', denied);
+      else await authorizeOnUser(uow, verdict, id, denied?.action);
+      throw new UseCaseContractError(`${uc.name}: refuseEarly with a verdict that allows`);
+    });
   }
 
   /** The user, locked for a change of their rights; 404 when they do not exist. */
@@ -71,11 +86,12 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
       const refusal = { action: 'CREATE_USER', resourceType: 'USER', resourceId: null } as const;
       // Refused before the password is hashed, so a USER cannot make the server hash for them;
       // and again inside the transaction, against the caller's role as it is then.
-      if (!usersPolicy.create(ctx.actor)) return run(ctx, CREATE, async (uow) => uow.refuse(forbidden('Only an ADMIN may create users'), refusal));
+      const early = usersPolicy.can('create', ctx.actor);
+      if (!early.allowed) return refuseEarly(ctx, CREATE, early, refusal);
       const passwordHash = await hashPassword(body.password);
       const email = body.email.toLowerCase();
       return run(ctx, CREATE, async (uow) => {
-        if (!usersPolicy.create(await uow.actor())) uow.refuse(forbidden('Only an ADMIN may create users'), refusal);
+        uow.authorize(usersPolicy.can('create', await uow.actor()), 'User', refusal);
         const user = await repo.insertUser(uow.tx, { email, name: body.name.trim(), passwordHash, role: body.role ?? 'USER' });
         if (!user) throw conflict('EMAIL_TAKEN', 'A user with this email already exists');
         uow.audit({ action: 'CREATE_USER', resourceType: 'USER', resourceId: user.id, metadata: { email, role: user.role } });
@@ -122,12 +138,8 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
       // Refused on who the caller is and on whether they ask for an email change, never on the
       // stored email: otherwise the answer (and its record) would tell a guess from a miss.
       const refusal = body.email !== undefined ? ({ action: 'UPDATE_USER_EMAIL', resourceType: 'USER', resourceId: id } as const) : undefined;
-      if (!usersPolicy.update(ctx.actor, id)) {
-        return run(ctx, UPDATE, async (uow) => {
-          if (!(await repo.findUserById(uow.tx, id))) throw notFound('User');
-          return uow.refuse(forbidden(), refusal);
-        });
-      }
+      const early = usersPolicy.can('update', ctx.actor, { userId: id });
+      if (!early.allowed) return refuseEarly(ctx, UPDATE, early, refusal, id);
 
       // Changing one's own email proves the password first (a wrong one counts toward the
       // login throttle). The hash is checked outside the transaction; the attempt is settled
@@ -150,7 +162,7 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
       }
 
       return run(ctx, UPDATE, async (uow) => {
-        if (!usersPolicy.update(await uow.actor(), id)) uow.refuse(forbidden(), refusal);
+        uow.authorize(usersPolicy.can('update', await uow.actor(), { userId: id }), 'User', refusal);
         const user = await repo.lockUserForEdit(uow.tx, id);
         if (!user) throw notFound('User');
         if (proof) {
@@ -185,7 +197,7 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
         ctx,
         SET_ROLE,
         async (uow) => {
-          if (!usersPolicy.changeRole(await uow.actor())) return refuseOnUser(uow, id, 'CHANGE_USER_ROLE');
+          await authorizeOnUser(uow, usersPolicy.can('changeRole', await uow.actor()), id, 'CHANGE_USER_ROLE');
           const user = await lockForRights(uow.tx, id);
           checkVersion(expected, user.version);
           if (user.role === role) {
@@ -208,7 +220,7 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
         ctx,
         SET_ACTIVE,
         async (uow) => {
-          if (!usersPolicy.changeActive(await uow.actor())) return refuseOnUser(uow, id, action);
+          await authorizeOnUser(uow, usersPolicy.can('changeActive', await uow.actor()), id, action);
           const user = await lockForRights(uow.tx, id);
           checkVersion(expected, user.version);
           if (user.active === active) {
@@ -234,7 +246,7 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
         ctx,
         DELETE,
         async (uow) => {
-          if (!usersPolicy.delete(await uow.actor())) return refuseOnUser(uow, id, 'DELETE_USER');
+          await authorizeOnUser(uow, usersPolicy.can('delete', await uow.actor()), id, 'DELETE_USER');
           const user = await lockForRights(uow.tx, id);
           await guardLastAdmin(uow.tx, user, 'deleted');
           for (const step of deletionSteps) await step(uow, user);
