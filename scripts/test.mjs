@@ -2,12 +2,14 @@
 // npm test: typecheck, lint, then the whole suite twice: on embedded PGlite, and on PostgreSQL
 // with Redis, as several instances run in production (each test file creates and drops its
 // own database). Where no PostgreSQL answers, the PostgreSQL pass is skipped, unless
-// --require-postgres (CI) makes that a failure; where no Redis answers, the tests that need it
-// are skipped; the summary says so plainly. A test that takes more than 60 s fails the run, as
+// --require-postgres or CI=true makes that a failure; where no Redis answers, the tests that need
+// it are skipped (under CI=true, a failure too: they are the several-instances guarantees); the
+// summary says so plainly. A developer may still run `npm run test:pglite` on purpose. A test that takes more than 60 s fails the run, as
 // does a cancelled one (cut short when its file ran out of time) and a failed one.
 //   --only pglite|postgres   run one pass
 //   --no-checks              skip typecheck and lint
-//   --require-postgres       fail, before running anything, when no PostgreSQL answers (.ci/run)
+//   --require-postgres       fail, before running anything, when no PostgreSQL answers (.ci/run;
+//                            CI=true in the environment does the same, and requires Redis too)
 //   any other argument       test files to run instead of all of them
 import { spawnSync, spawn } from 'node:child_process';
 import net from 'node:net';
@@ -42,7 +44,10 @@ if (unknown.length > 0 || (args.includes('--only') && only !== 'pglite' && only 
   process.exit(2);
 }
 const checks = !args.includes('--no-checks');
-const requirePostgres = args.includes('--require-postgres') && only !== 'pglite';
+/** Under CI a green run must include the races and the several-instances tests: no pass may be skipped. */
+const CI = /^(1|true)$/i.test(process.env.CI ?? '');
+const requirePostgres = (args.includes('--require-postgres') || CI) && only !== 'pglite';
+const requireRedis = CI && only !== 'pglite';
 const named = args.filter((a, i) => !a.startsWith('--') && args[i - 1] !== '--only');
 const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -153,7 +158,11 @@ function problems(r) {
 const files = named.length > 0 ? named : findTests('test').concat(findTests('src')).sort();
 // Said before the first minute is spent: CI without its PostgreSQL pass is not a green run.
 if (requirePostgres && !(await postgresAnswers())) {
-  console.error(`✖ --require-postgres: no PostgreSQL answers at ${PG_SHOWN} (TEST_DATABASE_URL); the PostgreSQL pass cannot run, so the run fails. Start PostgreSQL, or run without --require-postgres to skip that pass.`);
+  console.error(`✖ ${CI ? 'CI=true' : '--require-postgres'}: no PostgreSQL answers at ${PG_SHOWN} (TEST_DATABASE_URL); the PostgreSQL pass cannot run, so the run fails. Start PostgreSQL, or run \`npm run test:pglite\` to run the PGlite pass alone.`);
+  process.exit(1);
+}
+if (requireRedis && !(await redisAnswers())) {
+  console.error(`✖ CI=true: no Redis answers at ${REDIS_URL} (TEST_REDIS_URL); the tests of several instances cannot run, so the run fails. Start Redis.`);
   process.exit(1);
 }
 if (checks) {
@@ -185,7 +194,10 @@ if (skippedPostgres) {
   // It answered at the start, then stopped.
   if (requirePostgres) failures.push(`--require-postgres: the PostgreSQL pass did not run (no PostgreSQL answers at ${PG_SHOWN})`);
 }
-if (withoutRedis) console.log(`The PostgreSQL pass ran WITHOUT Redis (none answers at ${REDIS_URL}): the tests that need it were skipped`);
+if (withoutRedis) {
+  console.log(`The PostgreSQL pass ran WITHOUT Redis (none answers at ${REDIS_URL}): the tests that need it were skipped`);
+  if (requireRedis) failures.push(`CI=true: Redis stopped answering at ${REDIS_URL}; the tests that need it were skipped`);
+}
 const total = (key) => results.reduce((sum, [, r]) => sum + (r.counts[key] ?? 0), 0);
 console.log(`${total('pass')} passed, ${total('fail')} failed, ${total('cancelled')} cancelled, ${total('skipped')} skipped`);
 if (results.length === 0) failures.push('no pass ran');
