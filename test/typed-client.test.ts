@@ -46,6 +46,11 @@ export async function misuse(): Promise<void> {
   // @ts-expect-error: a project has no owner field
   console.log(data?.owner);
 }
+// @ts-expect-error: a problem's code is one of the contract's codes (issue 25)
+const code: components['schemas']['Problem']['code'] = 'NO_SUCH_CODE';
+// @ts-expect-error: allowed_transitions lists task statuses (issue 25)
+const allowed: components['schemas']['Problem']['allowed_transitions'] = ['FINISHED'];
+console.log(code, allowed);
 const status: components['schemas']['TaskStatus'] = 'IN_REVIEW';
 // @ts-expect-error: the login operation takes a body, not nothing
 const body: operations['login']['requestBody'] = undefined;

@@ -38,13 +38,14 @@ export async function tryTeamlog(baseUrl: string, email: string, password: strin
   });
   if (!moved.data) fail('start the task', moved.error);
 
+  // A page's next_cursor goes back as ?cursor= as it is (null: openapi-fetch leaves it out).
   const tasks: Task[] = [];
-  let cursor: string | undefined;
+  let cursor: string | null = null;
   do {
-    const page = await api.GET('/api/v1/tasks', { params: { query: { project_id: project.id, limit: 50, cursor } } });
+    const page: { data?: components['schemas']['TaskPage']; error?: Problem } = await api.GET('/api/v1/tasks', { params: { query: { project_id: project.id, limit: 50, cursor } } });
     if (!page.data) fail('list the tasks', page.error);
     tasks.push(...page.data.data);
-    cursor = page.data.next_cursor ?? undefined;
-  } while (cursor);
+    cursor = page.data.next_cursor;
+  } while (cursor !== null);
   return { project, tasks };
 }
