@@ -86,6 +86,11 @@ export interface LiveHandlers {
   record(record: AuditRecord): void;
   /** What was missed while disconnected is no longer kept: reload the list. */
   resync(): void;
+  /**
+   * Reconnected before any event told where numbering stood (/admin sends nothing on connect
+   * that carries an event_id), so there was nothing to resume from: read what is new instead.
+   */
+  reconnectedWithoutPosition(): void;
   state(state: LiveState, detail?: string): void;
 }
 
@@ -262,7 +267,12 @@ export function createConsoleApi(): ConsoleApi {
         if (typeof id === 'number' && Number.isSafeInteger(id) && (lastEventId === undefined || id > lastEventId)) lastEventId = id;
       };
       handlers.state('connecting');
-      socket.on('connect', () => handlers.state('live'));
+      let connectedBefore = false;
+      socket.on('connect', () => {
+        handlers.state('live');
+        if (connectedBefore && lastEventId === undefined) handlers.reconnectedWithoutPosition();
+        connectedBefore = true;
+      });
       socket.on('disconnect', (reason) => handlers.state(socket.active ? 'reconnecting' : 'off', reason));
       socket.on('connect_error', (err: Error & { data?: { code?: string } }) => {
         // An expired token: renew it, and the next attempt's auth carries the new one.

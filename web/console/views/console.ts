@@ -143,12 +143,10 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
   };
 
   const matchTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
-  const onLiveRecord = (record: AuditRecord) => {
+  /** The newest page of the query, its records not shown yet brought in; once per burst. */
+  const fetchNewest = () => {
     const q = current.current.activeQ;
-    if (q === undefined) return;
-    if (q === '') return arrive([record]);
-    // The service decides what a query matches: the newest page of it, once per burst.
-    if (matchTimer.current) return;
+    if (q === undefined || matchTimer.current) return;
     matchTimer.current = setTimeout(() => {
       matchTimer.current = undefined;
       api.listAuditLogs({ q, limit: PAGE_SIZE }).then(
@@ -156,6 +154,13 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
         () => undefined,
       );
     }, LIVE_QUERY_DEBOUNCE_MS);
+  };
+  const onLiveRecord = (record: AuditRecord) => {
+    const q = current.current.activeQ;
+    if (q === undefined) return;
+    if (q === '') return arrive([record]);
+    // The service decides what a query matches.
+    fetchNewest();
   };
 
   const toggleLive = () => {
@@ -170,6 +175,7 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
         setNotice('Live missed records that are no longer kept for replay: the list was reloaded.');
         void load(current.current.activeQ ?? '');
       },
+      reconnectedWithoutPosition: fetchNewest,
       state: (state) => setLive(state),
     });
   };

@@ -24,7 +24,7 @@ function VerdictText({ verdict }: { verdict: Verdict | 'running' | undefined }) 
   switch (verdict.kind) {
     case 'verified':
       return html`<strong class="ok">Verified</strong>
-        <span> — leaf ${count(verdict.seq)} of the checkpoint of ${count(verdict.treeSize)} records, signed by key <code>${verdict.keyId}</code> (${verdict.keyName}) at ${utcTime(verdict.checkpointTime)}</span>`;
+        <span> — seq ${count(verdict.seq)} in the checkpoint of ${count(verdict.treeSize)} records, signed by key <code>${verdict.keyId}</code> (${verdict.keyName}) at ${utcTime(verdict.checkpointTime)}</span>`;
     case 'failed':
       return html`<strong class="bad">Verification failed</strong><span> at the ${verdict.step} step: ${verdict.reason}</span>`;
     case 'not-sealed':
