@@ -63,6 +63,9 @@ const DESCRIPTION = [
   '**Try it:** `POST /api/v1/auth/login` with your email and password, copy `access_token`, press **Authorize** and paste it. ' +
     'The token is kept across reloads of this page until you log out here.',
   '',
+  '**Audit console:** [/console](/console), for administrators: search the audit log, watch it live, export it, and verify ' +
+    'each record against the signed checkpoints in your own browser.',
+  '',
   '**Errors** are RFC 9457 `application/problem+json` with a stable `code`. **Lists** are cursor-paginated (`limit` 1..100, ' +
     'default 20; `next_cursor` and a `Link: rel="next"` header). **Caching:** authenticated GETs carry an ETag and answer 304 to a ' +
     'matching If-None-Match; PUTs accept If-Match (412 when stale); POSTs accept Idempotency-Key (24 h). `/api/<rest>` is an ' +
