@@ -11,9 +11,10 @@ WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
 # --ignore-scripts: the `prepare` script would build before the sources are copied in.
 RUN npm ci --ignore-scripts --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json ./
-COPY scripts/build.mjs ./scripts/
+COPY tsconfig.json tsconfig.build.json tsconfig.web.json ./
+COPY scripts/build.mjs scripts/build-web.mjs ./scripts/
 COPY src ./src
+COPY web ./web
 RUN node scripts/build.mjs
 
 FROM ${NODE_IMAGE} AS deps
