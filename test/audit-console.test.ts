@@ -1,5 +1,5 @@
 // GET /console (src/modules/audit/console.routes.ts, web/console/) in a real browser: headless
-// Chromium driven by playwright-core, found by the accessible names API.md gives the page.
+// Chromium driven by playwright-core, found by the accessible names docs/api.md gives the page.
 // Signing in as an ADMIN and as a USER; the search narrowing the rows, kept in the URL and
 // reopened from it; a refused query's detail; the actor pivot; Live, holding still while the
 // reader is scrolled down; Verify on a sealed record, on answers changed in flight (each step

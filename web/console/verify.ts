@@ -1,4 +1,4 @@
-// Verify, in the browser with Web Crypto only (API.md section 5, item 4): the record shown is the
+// Verify, in the browser with Web Crypto only (docs/api.md section 5, item 4): the record shown is the
 // one the log sealed, its leaf is in the tree a signed checkpoint names, and the checkpoint is
 // signed by a key the log publishes. Each step that fails is named; nothing is taken from the
 // server on trust but the public keys themselves (which docs/console.md says to compare with a

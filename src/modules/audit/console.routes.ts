@@ -1,4 +1,4 @@
-// GET /console: the audit console (API.md section 4, "Audit console"), a page that reads the
+// GET /console: the audit console (docs/api.md section 4, "Audit console"), a page that reads the
 // audit routes with the signed-in ADMIN's token. Its files are built by `npm run build`
 // (scripts/build-web.mjs, from web/console/) into dist/web/console/: index.html, and the script
 // and styles it names, each named by a hash of its content. The page is revalidated on every
