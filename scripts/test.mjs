@@ -170,14 +170,42 @@ if (checks) {
   step('lint (eslint)', process.execPath, ['node_modules/eslint/bin/eslint.js', '.']);
 }
 
+/**
+ * A migrated template for the pass (test/helpers/template.ts): each test file's database starts
+ * as a copy of it instead of running every migration again. Undefined (each file migrates) when
+ * it cannot be made: the pass then says why in its own failures.
+ */
+function makeTemplate(kind) {
+  const target = kind === 'pglite' ? path.join(tmpdir(), `teamlog-test-template-${process.pid}.tar`) : `teamlog_test_template_${process.pid}`;
+  const started = Date.now();
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'test/helpers/template.ts', kind, target], { stdio: ['ignore', 'inherit', 'inherit'] });
+  if (r.status !== 0) {
+    console.log(`(no migrated template for ${kind}: each test file migrates its own database)`);
+    return { env: {}, drop: () => {} };
+  }
+  console.log(`\n▶ migrated template for ${kind} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+  return kind === 'pglite'
+    ? { env: { TEST_PGLITE_TEMPLATE: target }, drop: () => rmSync(target, { force: true }) }
+    : { env: { TEST_POSTGRES_TEMPLATE: target }, drop: () => spawnSync(process.execPath, ['--import', 'tsx', 'test/helpers/template.ts', 'drop-postgres', target], { stdio: 'inherit' }) };
+}
+
+async function runPassFromTemplate(kind, env = {}) {
+  const template = makeTemplate(kind);
+  try {
+    return await runPass(kind, files, { ...env, ...template.env });
+  } finally {
+    template.drop();
+  }
+}
+
 const results = [];
-if (only !== 'postgres') results.push(['PGlite', await runPass('pglite', files)]);
+if (only !== 'postgres') results.push(['PGlite', await runPassFromTemplate('pglite')]);
 let skippedPostgres = false;
 let withoutRedis = false;
 if (only !== 'pglite') {
   if (await postgresAnswers()) {
     withoutRedis = !(await redisAnswers());
-    results.push(['PostgreSQL', await runPass('postgres', files, { TEST_REDIS_URL: withoutRedis ? '' : REDIS_URL })]);
+    results.push(['PostgreSQL', await runPassFromTemplate('postgres', { TEST_REDIS_URL: withoutRedis ? '' : REDIS_URL })]);
   } else skippedPostgres = true;
 }
 

@@ -31,11 +31,20 @@ class Mutex {
   }
 }
 
-/** dataDir undefined = in memory (tests). */
-export async function createPgliteDatabase(dataDir: string | undefined, onError: (err: unknown) => void): Promise<Database> {
+/** A PGlite database; `dump` archives its data directory (a test suite's migrated template). */
+export interface PgliteDatabase extends Database {
+  dump(): Promise<Blob>;
+}
+
+/**
+ * dataDir undefined = in memory (tests). `loadDataDir`: start from an archive `dump` made, instead
+ * of an empty cluster (the tests' migrated template: one migration per test run, not per file).
+ */
+export async function createPgliteDatabase(dataDir: string | undefined, onError: (err: unknown) => void, opts: { loadDataDir?: Blob } = {}): Promise<PgliteDatabase> {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
   const pg = new PGlite({
     dataDir,
+    loadDataDir: opts.loadDataDir,
     parsers: { [types.INT8]: (v: string) => Number(v), [types.TIMESTAMPTZ]: isoTimestamp },
   });
   await pg.waitReady;
@@ -53,6 +62,7 @@ export async function createPgliteDatabase(dataDir: string | undefined, onError:
     transaction: <T>(fn: (tx: Tx) => Promise<T>) => mutex.run(() => runTransaction(direct, fn, onError, false)),
     exec: (sql: string) => mutex.run(async () => void (await pg.exec(sql))),
     poolStats: () => ({ total: 1, idle: mutex.held ? 0 : 1, waiting: mutex.waiting }),
+    dump: () => mutex.run(() => pg.dumpDataDir('none')),
     close: async () => {
       if (closed) return;
       closed = true;

@@ -3,7 +3,7 @@
 // connects exactly as in production (on PostgreSQL: as the restricted teamlog_app role);
 // `owner` is a separate superuser connection for the tests' own inspection and sabotage.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -29,6 +29,15 @@ export const PG_BASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres
 export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 /** For `test(name, { skip: needsRedis }, fn)`: shared state across instances needs Redis. */
 export const needsRedis: string | false = !onPostgres ? 'needs PostgreSQL and Redis (runs in the PostgreSQL pass)' : TEST_REDIS_URL ? false : 'needs Redis, and none answers';
+
+/**
+ * The pass's migrated template (scripts/test.mjs, test/helpers/template.ts): a new database
+ * starts as a copy of it. Unset (a file run on its own): each database is migrated from empty.
+ */
+const PGLITE_TEMPLATE = process.env.TEST_PGLITE_TEMPLATE || undefined;
+const POSTGRES_TEMPLATE = process.env.TEST_POSTGRES_TEMPLATE || undefined;
+let pgliteTemplate: Blob | undefined;
+const pgliteTemplateData = () => (PGLITE_TEMPLATE ? (pgliteTemplate ??= new Blob([readFileSync(PGLITE_TEMPLATE)])) : undefined);
 
 export const ADMIN_EMAIL = 'admin@test.local';
 /** The audit checkpoint signing key of every test server (PKCS#8 PEM). */
@@ -101,7 +110,8 @@ export async function createTestDatabase(onError: (err: unknown) => void = () =>
   const name = `teamlog_test_${process.pid}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: PG_BASE_URL });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`); // name is generated above, never input
+  // Names are generated here and in scripts/test.mjs, never input.
+  await admin.query(POSTGRES_TEMPLATE ? `CREATE DATABASE ${name} TEMPLATE ${POSTGRES_TEMPLATE}` : `CREATE DATABASE ${name}`);
   await admin.end();
   const database = await openTestDatabase({ name, databaseUrl: withDatabase(PG_BASE_URL, name) }, onError);
   return {
@@ -133,8 +143,11 @@ export interface DatabaseLocation {
  */
 export async function openTestDatabase(where: DatabaseLocation, onError: (err: unknown) => void = () => {}): Promise<TestDatabase> {
   if (where.databaseUrl === undefined) {
-    const db = await createPgliteDatabase(where.pgliteDir, onError);
+    // A directory that already holds a database is opened as it is; a new one starts from the template.
+    const fresh = where.pgliteDir === undefined || !existsSync(path.join(where.pgliteDir, 'PG_VERSION'));
+    const db = await createPgliteDatabase(where.pgliteDir, onError, { loadDataDir: fresh ? pgliteTemplateData() : undefined });
     try {
+      // Nothing pending on a copy of the template: this checks the applied migrations' checksums.
       await migrate(databaseSession(db));
     } catch (err) {
       await db.close();
