@@ -752,8 +752,8 @@ async function main() {
   log(`realtime benchmark${QUICK ? ' (quick)' : ''}: ${CLIENTS} clients, ${WARMUP} warm-up + 2 × ${ROUND} paced (${RATE}/s) + 2 × ${ROUND} saturated messages per server, replay of ${REPLAY_EVENTS} events`);
   log('building…');
   execSync('npm run build', { cwd: ROOT, stdio: 'ignore' });
-  const { hashPassword } = await import(path.join(ROOT, 'dist/modules/auth/passwords.js'));
-  const passwordHash = await hashPassword(PASSWORD);
+  const { hashPassword, DEFAULT_PASSWORD_HASH_COST } = await import(path.join(ROOT, 'dist/modules/auth/passwords.js'));
+  const passwordHash = await hashPassword(PASSWORD, DEFAULT_PASSWORD_HASH_COST);
   log(`creating ${DB_NAME} with ${CLIENTS} users…`);
   await seedDatabase(passwordHash);
 

@@ -560,8 +560,8 @@ function targetTable(targets) {
 async function main() {
   log('building…');
   execSync('npm run build', { cwd: ROOT, stdio: 'ignore' });
-  const { hashPassword } = await import(path.join(ROOT, 'dist/modules/auth/passwords.js'));
-  const passwordHash = await hashPassword(PASSWORD);
+  const { hashPassword, DEFAULT_PASSWORD_HASH_COST } = await import(path.join(ROOT, 'dist/modules/auth/passwords.js'));
+  const passwordHash = await hashPassword(PASSWORD, DEFAULT_PASSWORD_HASH_COST);
   const results = [];
   let sealingAtStart;
   let evidence;

@@ -77,7 +77,7 @@ const COMMANDS: Record<string, Command | CommandGroup> = {
       const db = await openDatabase(config, (err) => log.warn(`database connection error: ${(err as Error).message}`));
       try {
         const { users } = createServices(createDeps(config, db, log));
-        const passwordHash = await hashPassword(password);
+        const passwordHash = await hashPassword(password, config.passwordHashCost);
         const requestId = `cli-${randomUUID()}`;
         const user = await users.createAdmin(systemContext(requestId), { email, name, passwordHash, via: 'cli' });
         if (!user) throw new CliError(`a user with the email ${email} already exists; nothing was changed`);

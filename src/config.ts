@@ -1,5 +1,6 @@
 // The only reader of process.env. Every setting is parsed once, at start, with a clear
 // message naming the variable when it is wrong, so a typo never becomes a runtime surprise.
+import { DEFAULT_PASSWORD_HASH_COST } from './modules/auth/passwords.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { BlockList, isIP } from 'node:net';
 import path from 'node:path';
@@ -26,6 +27,8 @@ export interface Config {
   rateLimitPerMinute: number;
   /** Exports and verifications running at once on this instance; beyond it 429 RATE_LIMITED with Retry-After. */
   maxConcurrentAuditScans: number;
+  /** log2 of scrypt's N for new password hashes (14: 16 MiB and ~45 ms a hash; each hash keeps its own). */
+  passwordHashCost: number;
   /** When set, GET /metrics answers only a request with `Authorization: Bearer <token>`. */
   metricsToken: string | undefined;
   /** How long real-time events are kept for replay, in hours. */
@@ -261,6 +264,7 @@ export function loadConfig(env: Env = process.env): Config {
     trustProxy: () => parseCidrList('TRUST_PROXY', str(env, 'TRUST_PROXY')),
     rateLimitPerMinute: () => int(env, 'RATE_LIMIT_PER_MINUTE', 3000, 0, 10_000_000),
     maxConcurrentAuditScans: () => int(env, 'MAX_CONCURRENT_AUDIT_SCANS', 2, 1, 1000),
+    passwordHashCost: () => int(env, 'PASSWORD_HASH_COST', DEFAULT_PASSWORD_HASH_COST, 10, 20),
     metricsToken: () => {
       const token = str(env, 'METRICS_TOKEN');
       if (token !== undefined && token.length < 16) throw new ConfigError('METRICS_TOKEN must have at least 16 characters');

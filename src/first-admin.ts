@@ -27,7 +27,7 @@ export async function ensureFirstAdmin(deps: Deps): Promise<FirstAdminOutcome> {
   if (await anyAdmin(db)) return { created: false };
   const email = config.adminEmail ?? 'admin@localhost';
   const password = config.adminPassword ?? generatePassword();
-  const passwordHash = await hashPassword(password);
+  const passwordHash = await hashPassword(password, config.passwordHashCost);
   let passwordFile: string | undefined;
   // Written before commit: if it cannot be written, no admin exists whose password nobody knows.
   const writePasswordFile = () => {

@@ -193,6 +193,8 @@ export async function startTestServer(opts: StartOptions = {}): Promise<TestServ
     ADMIN_PASSWORD,
     JWT_SECRET: 'test-secret-'.padEnd(48, 'x'),
     TRUST_PROXY: '127.0.0.1/32,::1/128',
+    // scrypt at N=2^10 (64 times less work than the default): the suite creates thousands of users.
+    PASSWORD_HASH_COST: '10',
     // One checkpoint key for every server of this process: instances of one database must share it.
     AUDIT_SIGNING_KEY: TEST_SIGNING_KEY,
     // The PostgreSQL pass runs as production does with several instances: with Redis. Keys

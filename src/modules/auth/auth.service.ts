@@ -70,7 +70,7 @@ export function createAuthService(deps: Deps) {
     if (wait !== undefined) return run<never>(ctx, LOGIN, async (uow) => recordedFailure(uow, loginFailure(known, email, 'throttled'), rateLimited(wait)));
 
     // Unknown emails are verified against a decoy hash: the same work, the same answer.
-    const verified = await verifyPassword(password, known?.password_hash ?? (await decoyHash()));
+    const verified = await verifyPassword(password, known?.password_hash ?? (await decoyHash(config.passwordHashCost)));
 
     return run(ctx, LOGIN, async (uow) => {
       // The user as they are now: deactivated or given a new password while the hash was checked.
@@ -137,7 +137,7 @@ export function createAuthService(deps: Deps) {
     const me = await findUserById(db, actor.id);
     const verified = me !== undefined && (await verifyPassword(current, me.password_hash));
     // Hashed before the transaction (it takes ~45 ms); only used if the current password verified.
-    const passwordHash = verified ? await hashPassword(next) : undefined;
+    const passwordHash = verified ? await hashPassword(next, config.passwordHashCost) : undefined;
     return run(
       ctx,
       CHANGE_PASSWORD,

@@ -33,13 +33,18 @@ async function scrypt(password: string, salt: Buffer, keylen: number, opts: Scry
 // scrypt's interactive-login parameters (Percival): N=2^14, r=8, p=1, 16 MiB per hash,
 // about 45 ms on one core here. OWASP's heavier floor (N=2^17) costs ~280 ms and 128 MiB per
 // concurrent login on a 2-core machine, which would let a login burst starve the API.
-const PARAMS = { N: 2 ** 14, r: 8, p: 1 };
+// PASSWORD_HASH_COST sets log2(N) for new hashes: an operator may raise it on faster machines,
+// and the tests lower it (a test suite creates thousands of users; its hashes guard nothing).
+export const DEFAULT_PASSWORD_HASH_COST = 14;
+const R = 8;
+const P = 1;
 const KEYLEN = 32;
 const maxmem = (N: number, r: number) => 128 * N * r * 2;
 
-export async function hashPassword(password: string): Promise<string> {
+/** A new hash of `password` with scrypt's N = 2^`cost` (config.passwordHashCost). */
+export async function hashPassword(password: string, cost: number): Promise<string> {
   const salt = randomBytes(16);
-  const { N, r, p } = PARAMS;
+  const [N, r, p] = [2 ** cost, R, P];
   const key = await scrypt(password.normalize('NFKC'), salt, KEYLEN, { N, r, p, maxmem: maxmem(N, r) });
   return `scrypt$${N}$${r}$${p}$${salt.toString('base64')}$${key.toString('base64')}`;
 }
@@ -57,8 +62,9 @@ export async function verifyPassword(password: string, stored: string): Promise<
  * A hash of a random password, computed once, to verify unknown emails against: a failed
  * login then costs the same whether the email exists or not.
  */
-let decoy: Promise<string> | undefined;
-export function decoyHash(): Promise<string> {
-  decoy ??= hashPassword(randomBytes(16).toString('hex'));
+const decoys = new Map<number, Promise<string>>();
+export function decoyHash(cost: number): Promise<string> {
+  let decoy = decoys.get(cost);
+  if (!decoy) decoys.set(cost, (decoy = hashPassword(randomBytes(16).toString('hex'), cost)));
   return decoy;
 }

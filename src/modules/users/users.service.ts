@@ -88,7 +88,7 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
       // and again inside the transaction, against the caller's role as it is then.
       const early = usersPolicy.can('create', ctx.actor);
       if (!early.allowed) return refuseEarly(ctx, CREATE, early, refusal);
-      const passwordHash = await hashPassword(body.password);
+      const passwordHash = await hashPassword(body.password, deps.config.passwordHashCost);
       const email = body.email.toLowerCase();
       return run(ctx, CREATE, async (uow) => {
         uow.authorize(usersPolicy.can('create', await uow.actor()), 'User', refusal);
