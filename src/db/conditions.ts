@@ -15,7 +15,16 @@
  * `perValue`: the best plan depends on the value (how rare a word is, how wide a time range),
  * so a statement using it is planned on every call instead of prepared (see postgres.ts).
  */
-export type Condition = readonly [sql: (placeholder: string) => string, value: unknown, perValue?: 'plan per value'];
+export type Condition = readonly [sql: (...placeholders: string[]) => string, value: unknown, perValue?: 'plan per value'];
+
+/**
+ * The values of a condition that takes several parameters, or none (`actor_id IS NULL`): its
+ * SQL is given one placeholder per value, in order. A search term (audit.search.ts) is such a
+ * condition: `resource:TASK/5` is a type and an id.
+ */
+export class Params {
+  constructor(readonly values: readonly unknown[]) {}
+}
 
 export interface Where {
   /** `WHERE a AND b …`, or '' when no filter is set. */
@@ -35,8 +44,12 @@ export function where(prefix: string, conditions: readonly Condition[]): Where {
   let perValue = false;
   conditions.forEach(([sql, value, plan], i) => {
     if (value === undefined) return;
-    params.push(value);
-    parts.push(sql(`$${params.length}`));
+    if (value instanceof Params) {
+      parts.push(sql(...value.values.map((v) => `$${params.push(v)}`)));
+    } else {
+      params.push(value);
+      parts.push(sql(`$${params.length}`));
+    }
     shape |= 1 << i;
     perValue ||= plan !== undefined;
   });
