@@ -6,6 +6,9 @@ SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, me
 -- audit.findMany (planned per call)
 SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id FROM audit_log WHERE id = ANY ($1::bigint[]) ORDER BY id;
 
+-- audit.list (a search of every key) (assembled per call)
+SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id FROM audit_log WHERE (action = ANY($1::text[])) AND (action <> ALL($2::text[])) AND ((actor_id = $3) OR (actor_id IS NULL)) AND (NOT COALESCE((actor_id = $4), false)) AND ((resource_type = $5 AND resource_id = $6) OR (resource_type = $7)) AND (result = $8) AND (audit_ip(ip) <<= $9::inet) AND (NOT COALESCE((audit_ip(ip) = $10::inet), false)) AND (request_id = $11) AND ("timestamp" >= $12::timestamptz AND "timestamp" < $13::timestamptz) AND (NOT COALESCE(("timestamp" <= $14::timestamptz), false)) AND id < $15 ORDER BY id DESC LIMIT $16;
+
 -- audit.list (every filter) (assembled per call)
 SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id FROM audit_log WHERE actor_id = $1 AND action = ANY($2::text[]) AND resource_type = $3 AND resource_id = $4 AND result = $5 AND "timestamp" >= $6::timestamptz AND "timestamp" < $7::timestamptz AND id < $8 ORDER BY id DESC LIMIT $9;
 
@@ -20,3 +23,6 @@ SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, me
    WHERE resource_type = 'USER' AND resource_id = $1 AND action = ANY ($2)
      AND ($3::bigint IS NULL OR id < $3)
    ORDER BY id DESC LIMIT $4;
+
+-- audit.usersByEmail (planned per call)
+SELECT id, email FROM users WHERE email = ANY ($1::text[]);

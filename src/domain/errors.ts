@@ -42,6 +42,9 @@ export class DomainError extends Error {
 export const invalid = (field: string, message: string) =>
   new DomainError('invalid', 'VALIDATION_FAILED', `${field.replace(/^\//, '')} ${message}`, { fields: [{ field, message }] });
 
+/** An audit search (q=) its syntax refuses: the detail quotes the term and says what is wrong (audit.search.ts). */
+export const invalidQuery = (detail: string) => new DomainError('invalid', 'INVALID_QUERY', detail);
+
 export const notFound = (what = 'Resource') => new DomainError('not_found', 'NOT_FOUND', `${what} not found`);
 
 export const forbidden = (detail = 'You are not allowed to do this') => new DomainError('forbidden', 'FORBIDDEN', detail);

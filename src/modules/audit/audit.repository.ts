@@ -1,8 +1,10 @@
 // Reading the audit log: keyset pagination (newest first by id) over any combination of
-// filters, each backed by an index (actor, resource, action, timestamp).
-import { where, type Condition } from '../../db/conditions.js';
+// filters and search terms (q=), each backed by an index (actor, resource, action, timestamp;
+// migrations/0010_audit_search.sql for the search's: docs/audit-search.md).
+import { Params, where, type Condition } from '../../db/conditions.js';
 import type { Queryable } from '../../db/database.js';
 import { dynamicStatement, query, statements } from '../../db/statements.js';
+import type { AuditSearch, IpRef, ResourceRef, Terms, TimeRange } from './audit.search.js';
 
 export interface AuditRow {
   id: number;
@@ -26,7 +28,15 @@ export interface AuditFilters {
   result?: string;
   from?: string;
   to?: string;
+  /** The search as the request gave it (q=): what an export records. Queries use `search`. */
+  q?: string;
+  /** The parsed search with emails resolved (audit.service.ts, resolveSearch). */
+  search?: ResolvedSearch;
 }
+
+/** An actor term once its email is looked up: the users it names (none for an unknown email), or no actor. */
+export type ResolvedActor = { ids: number[] } | 'none';
+export type ResolvedSearch = Omit<AuditSearch, 'actor'> & { actor?: Terms<ResolvedActor> };
 
 export const SECURITY_LOG_ACTIONS = ['LOGIN_SUCCESS', 'LOGIN_FAILURE', 'LOGOUT', 'PASSWORD_CHANGED', 'SESSION_REVOKED', 'UPDATE_USER_EMAIL'];
 
@@ -50,6 +60,8 @@ const S = statements('audit', {
      AND ($3::bigint IS NULL OR id < $3)
    ORDER BY id DESC LIMIT $4`,
   personalData: 'SELECT ref, value FROM audit_personal_data WHERE ref = ANY ($1)',
+  // Emails are stored lower-cased (API.md 1); an email nobody holds now names nobody.
+  usersByEmail: 'SELECT id, email FROM users WHERE email = ANY ($1::text[])',
 });
 
 /**
@@ -65,6 +77,100 @@ export function auditFilterConditions(f: AuditFilters, a = ''): Condition[] {
     [(p) => `${a}result = ${p}`, f.result],
     [(p) => `${a}"timestamp" >= ${p}::timestamptz`, f.from, 'plan per value'],
     [(p) => `${a}"timestamp" < ${p}::timestamptz`, f.to, 'plan per value'],
+    ...(f.search ? searchConditions(f.search, a) : []),
+  ];
+}
+
+/** A piece of SQL with its own parameters: fragments combine before they become a condition. */
+interface Fragment {
+  sql: (...placeholders: string[]) => string;
+  values: unknown[];
+}
+
+const fragment = (sql: Fragment['sql'], ...values: unknown[]): Fragment => ({ sql, values });
+const NOTHING = fragment(() => 'false');
+
+/** Fragments joined by OR (one alone as it is, so that an equality still leads an index to its order). */
+function anyOf(fs: Fragment[]): Fragment {
+  if (fs.length === 0) return NOTHING;
+  if (fs.length === 1) return fs[0]!;
+  return {
+    values: fs.flatMap((f) => f.values),
+    sql: (...ps) => {
+      let at = 0;
+      return fs.map((f) => `(${f.sql(...ps.slice(at, (at += f.values.length)))})`).join(' OR ');
+    },
+  };
+}
+
+/** Not matching: a record without a value for the key (a null) is kept, as "not this one" means. */
+const negated = (f: Fragment): Fragment => ({ values: f.values, sql: (...ps) => `NOT COALESCE((${f.sql(...ps)}), false)` });
+
+// Each term is planned for its values: a rare action or a narrow time range wants an index, a
+// common one the newest rows first, and a partial index (result <> 'SUCCESS') is used only when
+// the planner sees the value.
+const condition = (f: Fragment): Condition => [(...ps) => `(${f.sql(...ps)})`, new Params(f.values), 'plan per value'];
+
+/** A key whose values are plain text in one column: one value an equality, several an ANY, exclusions an ALL. */
+function scalarConditions(column: string, terms: Terms<string> | undefined): Condition[] {
+  if (!terms) return [];
+  const out: Condition[] = [];
+  if (terms.any.length === 1) out.push(condition(fragment((p) => `${column} = ${p}`, terms.any[0])));
+  if (terms.any.length > 1) out.push(condition(fragment((p) => `${column} = ANY(${p}::text[])`, terms.any)));
+  if (terms.not.length > 0) out.push(condition(fragment((p) => `${column} <> ALL(${p}::text[])`, terms.not)));
+  return out;
+}
+
+function actorFragment(a: string, actor: ResolvedActor): Fragment {
+  if (actor === 'none') return fragment(() => `${a}actor_id IS NULL`);
+  if (actor.ids.length === 0) return NOTHING;
+  return actor.ids.length === 1 ? fragment((p) => `${a}actor_id = ${p}`, actor.ids[0]) : fragment((p) => `${a}actor_id = ANY(${p}::bigint[])`, actor.ids);
+}
+
+const resourceFragment = (a: string, r: ResourceRef): Fragment =>
+  r.id === undefined
+    ? fragment((p) => `${a}resource_type = ${p}`, r.type)
+    : fragment((t, id) => `${a}resource_type = ${t} AND ${a}resource_id = ${id}`, r.type, r.id);
+
+// audit_ip (migrations/0010_audit_search.sql): the column as inet, null for text that is no
+// address, so that no stored value makes a search fail; its index serves both forms.
+const ipFragment = (a: string, ip: IpRef): Fragment =>
+  ip.bits === (ip.family === 4 ? 32 : 128)
+    ? fragment((p) => `audit_ip(${a}ip) = ${p}::inet`, ip.address)
+    : fragment((p) => `audit_ip(${a}ip) <<= ${p}::inet`, `${ip.address}/${ip.bits}`);
+
+function createdFragment(a: string, range: TimeRange): Fragment {
+  const parts: Fragment[] = [];
+  if (range.from) {
+    const op = range.from.inclusive ? '>=' : '>';
+    parts.push(fragment((p) => `${a}"timestamp" ${op} ${p}::timestamptz`, range.from.at));
+  }
+  if (range.to) {
+    const op = range.to.inclusive ? '<=' : '<';
+    parts.push(fragment((p) => `${a}"timestamp" ${op} ${p}::timestamptz`, range.to.at));
+  }
+  if (parts.length === 1) return parts[0]!;
+  return { values: parts.flatMap((f) => f.values), sql: (from, to) => `${parts[0]!.sql(from!)} AND ${parts[1]!.sql(to!)}` };
+}
+
+function termConditions<T>(terms: Terms<T> | undefined, toFragment: (t: T) => Fragment): Condition[] {
+  if (!terms) return [];
+  return [...(terms.any.length > 0 ? [condition(anyOf(terms.any.map(toFragment)))] : []), ...terms.not.map((t) => condition(negated(toFragment(t))))];
+}
+
+/**
+ * The search's terms as conditions: the terms of one key OR'd (those negated each excluded),
+ * different keys ANDed, with the filters and the page. Every value is a parameter.
+ */
+export function searchConditions(s: ResolvedSearch, a = ''): Condition[] {
+  return [
+    ...scalarConditions(`${a}action`, s.action),
+    ...termConditions(s.actor, (actor) => actorFragment(a, actor)),
+    ...termConditions(s.resource, (r) => resourceFragment(a, r)),
+    ...scalarConditions(`${a}result`, s.result),
+    ...termConditions(s.ip, (ip) => ipFragment(a, ip)),
+    ...scalarConditions(`${a}request_id`, s.request),
+    ...termConditions(s.created, (range) => createdFragment(a, range)),
   ];
 }
 
@@ -78,6 +184,21 @@ function listStatement(f: AuditFilters, beforeId: number | undefined, limit: num
 dynamicStatement('audit', 'list', {
   'no filter': listStatement({}, undefined, 20).text,
   'every filter': listStatement({ actor_id: 1, action: ['LOGIN_SUCCESS'], resource_type: 'USER', resource_id: 1, result: 'SUCCESS', from: 'x', to: 'x' }, 1, 20).text,
+  'a search of every key': listStatement(
+    {
+      search: {
+        action: { any: ['LOGIN_FAILURE', 'LOGIN_SUCCESS'], not: ['LOGOUT'] },
+        actor: { any: [{ ids: [7] }, 'none'], not: [{ ids: [8] }] },
+        resource: { any: [{ type: 'TASK', id: 5 }, { type: 'USER' }], not: [] },
+        result: { any: ['DENIED'], not: [] },
+        ip: { any: [{ family: 4, address: '10.0.0.0', bits: 8 }], not: [{ family: 4, address: '10.0.0.1', bits: 32 }] },
+        request: { any: ['x'], not: [] },
+        created: { any: [{ from: { at: 'x', inclusive: true }, to: { at: 'x', inclusive: false } }], not: [{ to: { at: 'x', inclusive: true } }] },
+      },
+    },
+    1,
+    20,
+  ).text,
 });
 
 export function queryAuditLog(q: Queryable, f: AuditFilters, beforeId: number | undefined, limit: number): Promise<AuditRow[]> {
@@ -90,5 +211,7 @@ export const findAuditRecords = (q: Queryable, ids: number[]) => query<AuditRow>
 
 export const querySecurityLog = (q: Queryable, userId: number, beforeId: number | undefined, limit: number) =>
   query<AuditRow>(q, S.securityLog, [userId, SECURITY_LOG_ACTIONS, beforeId ?? null, limit + 1]);
+
+export const findUsersByEmail = (q: Queryable, emails: string[]) => query<{ id: number; email: string }>(q, S.usersByEmail, [emails]);
 
 export const findPersonalData = (q: Queryable, refs: string[]) => query<{ ref: string; value: string }>(q, S.personalData, [refs]);

@@ -29,7 +29,9 @@ export const auditRoutes: FastifyPluginAsyncTypebox<AuditRoutesOptions> = async 
       operationId: 'listAuditLogs',
       tags: ['audit'],
       summary: 'Search the audit log (ADMIN)',
-      description: 'Newest first, keyset-paginated. Filters combine with AND; action is repeatable (OR).',
+      description:
+        'Newest first, keyset-paginated. Filters combine with AND; action is repeatable (OR). `q` searches with the syntax its description gives ' +
+        '(`actor:12 -result:SUCCESS created:>=2026-11-01`); a query the syntax refuses is 400 INVALID_QUERY, its `detail` quoting the term.',
       security,
       querystring: AuditQuery,
       response: { 200: Page(AuditRecord), ...errorResponses(400, 401, 403) },

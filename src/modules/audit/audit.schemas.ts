@@ -36,6 +36,19 @@ export const AuditRecord = named(
   },
 );
 
+/** The search syntax, as the docs page shows it (API.md 4; audit.search.ts parses it; docs/audit-search.md). */
+const SEARCH_DESCRIPTION =
+  'Search, GitHub audit-log style: terms separated by spaces, each `key:value` (a value with spaces in double quotes). ' +
+  'Terms of different keys combine with AND, terms of one key with OR; a leading `-` excludes (a record with no value for the key is kept). ' +
+  'ANDed with the other filters; pages as usual. Keys: `action:NAME`; `actor:<id>`, `actor:<email>` (case-insensitive; the user holding ' +
+  'that email now; an unknown email matches nothing) or `actor:none`; `resource:TYPE` or `resource:TYPE/<id>`; `result:SUCCESS|FAILURE|DENIED`; ' +
+  '`ip:<address>` or `ip:<CIDR>` (IPv4 or IPv6); `request:<request id>`; `created:>=DATE`, `created:>DATE`, `created:<DATE`, `created:<=DATE`, ' +
+  '`created:DATE..DATE`. A DATE is `2026-11-26` (a whole UTC day: `<=2026-11-26` takes all of it, `>2026-11-26` starts the next day, a range ' +
+  'includes both days) or an ISO 8601 date-time (UTC without an offset). Names and results are case-insensitive. Repeated `created` terms are ' +
+  'alternatives too: a range is `created:A..B`. An unknown key, a bad value, a bare word, an unbalanced quote, an empty value, more than 20 ' +
+  'terms or more than 500 characters is 400 INVALID_QUERY, whose `detail` quotes the term and says what is wrong. Example: ' +
+  '`actor:alice@example.com -result:SUCCESS created:2026-11-01..2026-11-26`.';
+
 export const AuditQuery = Type.Object(
   {
     actor_id: Type.Optional(Id),
@@ -45,6 +58,7 @@ export const AuditQuery = Type.Object(
     result: Type.Optional(StringEnum(AUDIT_RESULTS)),
     from: Type.Optional(Type.String({ format: 'date-time', maxLength: 64, description: 'Inclusive lower bound on timestamp' })),
     to: Type.Optional(Type.String({ format: 'date-time', maxLength: 64, description: 'Exclusive upper bound on timestamp' })),
+    q: Type.Optional(Type.String({ maxLength: 16384, description: SEARCH_DESCRIPTION, examples: ['actor:alice@example.com -result:SUCCESS created:2026-11-01..2026-11-26'] })),
     ...PageQuery,
   },
   { additionalProperties: false },

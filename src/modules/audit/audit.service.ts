@@ -4,11 +4,15 @@
 import type { Actor, ActorContext, RequestContext } from '../../context.js';
 import type { Queryable } from '../../db/database.js';
 import type { Deps } from '../../deps.js';
-import { notFound } from '../../domain/errors.js';
+import { invalidQuery, notFound } from '../../domain/errors.js';
 import { useCase } from '../../use-cases/runner.js';
 import { pageOf, type Page, type PageRequest } from '../../domain/page.js';
 import { PERSONAL_MARKER, personalRefOf } from './audit.writer.js';
-import { findAuditRecord, findPersonalData, queryAuditLog, querySecurityLog, type AuditFilters, type AuditRow } from './audit.repository.js';
+import {
+  findAuditRecord, findPersonalData, findUsersByEmail, queryAuditLog, querySecurityLog,
+  type AuditFilters, type AuditRow, type ResolvedSearch,
+} from './audit.repository.js';
+import { parseAuditSearch, type AuditSearch } from './audit.search.js';
 
 export const REDACTED = '[redacted]';
 
@@ -27,6 +31,30 @@ export async function resolvePersonalData<R extends AuditRow>(q: Queryable, rows
   });
 }
 
+/** The search (q=) parsed, or 400 INVALID_QUERY; undefined for none. Pure: before anything is read or written. */
+export function checkedSearch(q: string | undefined): AuditSearch | undefined {
+  if (q === undefined) return undefined;
+  const parsed = parseAuditSearch(q);
+  if (!parsed.ok) throw invalidQuery(parsed.detail);
+  return parsed.terms > 0 ? parsed.search : undefined;
+}
+
+/**
+ * The filters with their search parsed and its emails looked up (an email nobody holds names
+ * nobody): what the list and the export query with.
+ */
+export async function resolveSearch(q: Queryable, filters: AuditFilters): Promise<AuditFilters> {
+  const search = checkedSearch(filters.q);
+  if (!search) return filters;
+  const { actor, ...rest } = search;
+  if (!actor) return { ...filters, search: rest };
+  const emails = [...new Set([...actor.any, ...actor.not].flatMap((a) => (typeof a === 'object' && 'email' in a ? [a.email] : [])))];
+  const ids = new Map((emails.length > 0 ? await findUsersByEmail(q, emails) : []).map((u) => [u.email, u.id]));
+  const resolve = (a: (typeof actor.any)[number]) => (a === 'none' ? a : 'id' in a ? { ids: [a.id] } : { ids: ids.has(a.email) ? [ids.get(a.email)!] : [] });
+  const resolved: ResolvedSearch = { ...rest, actor: { any: actor.any.map(resolve), not: actor.not.map(resolve) } };
+  return { ...filters, search: resolved };
+}
+
 const EXPORT = useCase('audit.export', ['EXPORT_AUDIT_LOG']);
 
 export function createAuditService(deps: Deps) {
@@ -36,11 +64,13 @@ export function createAuditService(deps: Deps) {
 
   return {
     async search(filters: AuditFilters, page: PageRequest): Promise<Page<AuditRow>> {
-      return resolvedPage(pageOf(await queryAuditLog(db, filters, page.after, page.limit), page));
+      return resolvedPage(pageOf(await queryAuditLog(db, await resolveSearch(db, filters), page.after, page.limit), page));
     },
 
     /** An export is itself audited (API.md 4): one EXPORT_AUDIT_LOG record, written before the first line. */
     async recordExport(ctx: ActorContext | RequestContext, format: string, filters: AuditFilters): Promise<void> {
+      // A query the syntax refuses is refused before anything is written, as a bad filter is (by its schema).
+      checkedSearch(filters.q);
       await run(ctx, EXPORT, async (uow) => {
         // Metadata keys are camelCase (API.md 5); the filters keep their query names' meaning.
         const camel = Object.fromEntries(Object.entries(filters).filter(([, v]) => v !== undefined).map(([k, v]) => [k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase()), v]));

@@ -12,7 +12,7 @@
 import type { Queryable } from '../../../db/database.js';
 import { where } from '../../../db/conditions.js';
 import { auditFilterConditions, type AuditFilters, type AuditRow } from '../audit.repository.js';
-import { resolvePersonalData } from '../audit.service.js';
+import { resolvePersonalData, resolveSearch } from '../audit.service.js';
 import { PERSONAL_MARKER } from '../audit.writer.js';
 import { committedRecords, lastSealBatch, latestCheckpoint } from './evidence.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
@@ -281,7 +281,9 @@ async function apiForms(db: Queryable, rows: SealedLineRow[]): Promise<string[]>
 }
 
 export async function* exportAuditLog(db: Queryable, opts: ExportOptions): AsyncGenerator<string | Buffer> {
-  const { filters, format, chunk, block, ahead, stillEntitled } = opts;
+  const { format, chunk, block, ahead, stillEntitled } = opts;
+  // The search (q=) parsed and its emails looked up once, at the start; the summary line shows the filters as given.
+  const filters = await resolveSearch(db, opts.filters);
   const checkpoint = await latestCheckpoint(db);
   const size = checkpoint?.tree_size ?? 0;
   const root = checkpoint ? Buffer.from(checkpoint.root_hash) : Buffer.alloc(32);
@@ -378,7 +380,7 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
   }
 
   if (format === 'ndjson') {
-    const summary = { filters, records: sealedCount + pendingCount, records_with_proof: sealedCount, records_without_proof: pendingCount };
+    const summary = { filters: opts.filters, records: sealedCount + pendingCount, records_with_proof: sealedCount, records_without_proof: pendingCount };
     yield `${JSON.stringify({ type: 'checkpoint', ...(checkpoint ? presentCheckpoint(checkpoint) : { tree_size: 0, note: null }), export: summary })}\n`;
   }
 }
