@@ -1,0 +1,241 @@
+// Audit search (GET /audit-logs?q=, docs/audit-search.md): p50 and p99 of each single-key
+// query at one connection, on a database of a million records, and PostgreSQL's own execution
+// time (EXPLAIN ANALYZE of the statement the route runs). Not part of `npm run bench`.
+//
+//   node --import tsx bench/search.mjs --seed            seed DATABASE_URL (created, or dropped
+//                                                        and made again), then measure
+//   node --import tsx bench/search.mjs                   measure an already seeded DATABASE_URL
+//   options: --records N (1000000) --runs N (200) --url http://host:port (a running server on
+//   that database, with BENCH_ADMIN_EMAIL / BENCH_ADMIN_PASSWORD; else one is started from
+//   src/ with AUDIT_SEALING=off, so that sealing the seed does not run beside the measure)
+//
+// DATABASE_URL defaults to postgres://postgres@127.0.0.1:5432/teamlog_search_bench; it must be
+// a superuser's (the seed writes timestamps past the stamping trigger).
+//
+// The seed is a year of records, not the uniform one of bench/run.mjs (one address, one result,
+// every timestamp within seconds), on which most keys would match all rows or none: 1,000 users
+// (some far busier than others), 3 % without an actor, 11 actions in realistic proportions,
+// 3 % FAILURE and 1 % DENIED, ~5,000 IPv4 and ~500 IPv6 client addresses, a random request id
+// per record, timestamps rising with ids over 365 days.
+import { spawn } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import path from 'node:path';
+import pg from 'pg';
+
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const args = process.argv.slice(2);
+const opt = (name, fallback) => (args.includes(`--${name}`) ? args[args.indexOf(`--${name}`) + 1] : fallback);
+const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/teamlog_search_bench';
+const RECORDS = Number(opt('records', 1_000_000));
+const RUNS = Number(opt('runs', 200));
+const PORT = 3431;
+const ADMIN = { email: process.env.BENCH_ADMIN_EMAIL ?? 'search-admin@bench.local', password: process.env.BENCH_ADMIN_PASSWORD ?? 'search-admin-password' };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const log = (msg) => process.stderr.write(`${msg}\n`);
+
+async function withClient(url, fn) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+async function seed() {
+  const target = new URL(DB_URL);
+  const name = target.pathname.slice(1);
+  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`database name ${name}: letters, digits and _ only`);
+  await withClient(Object.assign(new URL(DB_URL), { pathname: '/postgres' }).toString(), async (admin) => {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${name}`);
+  });
+  const { migratePostgres } = await import(path.join(ROOT, 'src/db/migrate.ts'));
+  await migratePostgres(DB_URL);
+  await withClient(DB_URL, async (c) => {
+    await c.query(`INSERT INTO users (email, name, password_hash, role)
+      SELECT 'search' || g || '@bench.local', 'Search User ' || g, 'x', 'USER' FROM generate_series(1, 1000) g`);
+    // The stamping trigger sets the timestamp to now: off for the seed (replica role), which writes a year.
+    await c.query('SET session_replication_role = replica');
+    for (let done = 0; done < RECORDS; done += 200_000) {
+      const n = Math.min(200_000, RECORDS - done);
+      await c.query(
+        `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id)
+         SELECT CASE WHEN r1 < 0.03 THEN NULL ELSE u.ids[1 + floor(power(r2, 2) * 1000)::int] END,
+                a.action, a.rtype, CASE WHEN a.rtype = 'TASK' THEN 1 + floor(r3 * 100000)::int WHEN a.rtype = 'USER' THEN u.ids[1 + floor(r3 * 1000)::int] ELSE 1 + floor(r3 * 200)::int END,
+                now() - interval '365 days' * (1 - g::float8 / $3) + interval '1 ms' * floor(r4 * 20),
+                CASE WHEN r5 < 0.03 THEN 'FAILURE' WHEN r5 < 0.04 THEN 'DENIED' ELSE 'SUCCESS' END,
+                '{"seed":true}',
+                CASE WHEN r6 < 0.01 THEN NULL
+                     WHEN r6 < 0.06 THEN '2001:db8:' || to_hex(floor(r7 * 500)::int) || '::' || to_hex(1 + floor(r7 * 7)::int)
+                     WHEN r6 < 0.56 THEN '10.' || floor(r7 * 20)::int || '.' || floor(r7 * 250)::int % 250 || '.' || 1 + floor(r8 * 10)::int
+                     ELSE '192.168.' || floor(r7 * 25)::int || '.' || 1 + floor(r8 * 100)::int END,
+                'bench-search',
+                md5(g::text || r4::text)::uuid::text
+           FROM (SELECT g, random() r1, random() r2, random() r3, random() r4, random() r5, random() r6, random() r7, random() r8, random() r9
+                   FROM generate_series($1::int + 1, $1::int + $2::int) g) s,
+                LATERAL (SELECT (ARRAY['CREATE_TASK','CHANGE_TASK_STATUS','ASSIGN_TASK','LOGIN_SUCCESS','LOGIN_FAILURE','LOGOUT','DELETE_TASK','CREATE_PROJECT','ADD_PROJECT_MEMBER','CHANGE_USER_ROLE','EXPORT_AUDIT_LOG'])[i] AS action,
+                                (ARRAY['TASK','TASK','TASK','USER','USER','USER','TASK','PROJECT','PROJECT','USER','AUDIT_LOG'])[i] AS rtype
+                           FROM (SELECT CASE WHEN s.r9 < 0.40 THEN 1 WHEN s.r9 < 0.65 THEN 2 WHEN s.r9 < 0.75 THEN 3 WHEN s.r9 < 0.90 THEN 4 WHEN s.r9 < 0.93 THEN 5
+                                             WHEN s.r9 < 0.96 THEN 6 WHEN s.r9 < 0.98 THEN 7 WHEN s.r9 < 0.99 THEN 8 WHEN s.r9 < 0.9985 THEN 9 WHEN s.r9 < 0.9999 THEN 10 ELSE 11 END AS i) k) a,
+                (SELECT array_agg(id ORDER BY id) AS ids FROM users) u`,
+        [done, n, RECORDS],
+      );
+      log(`seeded ${done + n} records`);
+    }
+    await c.query('RESET session_replication_role');
+    await c.query('VACUUM (ANALYZE)');
+    await c.query('CHECKPOINT');
+  });
+}
+
+/** Values to search for, taken from the data so that each query is one an investigator would type. */
+async function queries() {
+  return withClient(DB_URL, async (c) => {
+    const one = async (sql) => (await c.query(sql)).rows[0];
+    const busy = await one('SELECT actor_id AS id, count(*)::int AS n FROM audit_log WHERE actor_id IS NOT NULL GROUP BY 1 ORDER BY 2 DESC LIMIT 1');
+    const quiet = await one('SELECT actor_id AS id, count(*)::int AS n FROM audit_log WHERE actor_id IS NOT NULL GROUP BY 1 ORDER BY 2 LIMIT 1');
+    const quietEmail = (await one(`SELECT email FROM users WHERE id = ${Number(quiet.id)}`)).email;
+    const task = await one("SELECT resource_id AS id FROM audit_log WHERE resource_type = 'TASK' ORDER BY id LIMIT 1 OFFSET 1000");
+    const oldRow = await one('SELECT ip, request_id FROM audit_log WHERE ip IS NOT NULL ORDER BY id LIMIT 1 OFFSET 5000');
+    const v6 = await one("SELECT ip FROM audit_log WHERE ip LIKE '2001:%' ORDER BY id LIMIT 1 OFFSET 100");
+    const span = await one(`SELECT min("timestamp")::date AS first, max("timestamp")::date AS last FROM audit_log`);
+    const day = (d, plus) => new Date(new Date(d).getTime() + plus * 86_400_000).toISOString().slice(0, 10);
+    return [
+      'action:CREATE_TASK',
+      'action:CHANGE_USER_ROLE',
+      'action:EXPORT_AUDIT_LOG',
+      `actor:${busy.id}`,
+      `actor:${quiet.id}`,
+      `actor:${quietEmail}`,
+      'actor:none',
+      `resource:TASK/${task.id}`,
+      'resource:PROJECT',
+      'resource:AUDIT_LOG',
+      'result:DENIED',
+      'result:FAILURE',
+      '-result:SUCCESS',
+      `ip:${oldRow.ip}`,
+      `ip:${oldRow.ip.replace(/\.\d+$/, '.0/24')}`,
+      'ip:10.0.0.0/8',
+      `ip:${v6.ip}`,
+      'ip:203.0.113.9',
+      `request:${oldRow.request_id}`,
+      `created:${day(span.first, 40)}..${day(span.first, 40)}`,
+      `created:>=${day(span.last, -7)}`,
+      `created:<${day(span.first, 30)}`,
+      `created:<=${day(span.first, 180)}`,
+      `created:${day(span.first, 100)}..${day(span.first, 130)}`,
+    ];
+  });
+}
+
+async function startServer() {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/server.ts')], {
+    env: {
+      ...process.env, DATABASE_URL: DB_URL, PORT: String(PORT), HOST: '127.0.0.1', LOG_LEVEL: 'warn', AUDIT_SEALING: 'off',
+      JWT_SECRET: 'search-bench-secret-'.padEnd(48, 'x'), ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password,
+      RATE_LIMIT_PER_MINUTE: '10000000', DATA_DIR: `/tmp/teamlog-search-bench-${process.pid}`,
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  for (let i = 0; i < 240; i++) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${PORT}/health/ready`)).ok) return child;
+    } catch {
+      /* not yet */
+    }
+    if (child.exitCode !== null) throw new Error(`the server exited: ${stderr}`);
+    await sleep(250);
+  }
+  throw new Error(`the server did not become ready: ${stderr}`);
+}
+
+const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+
+/** PostgreSQL's execution time of the statement the route runs, from EXPLAIN ANALYZE (median of 5). */
+async function explainTimes(qs) {
+  const { queryAuditLog } = await import(path.join(ROOT, 'src/modules/audit/audit.repository.ts'));
+  const { resolveSearch } = await import(path.join(ROOT, 'src/modules/audit/audit.service.ts'));
+  return withClient(DB_URL, async (c) => {
+    await c.query("SET plan_cache_mode = 'force_custom_plan'; SET jit = off");
+    const db = { query: async (sql, params) => (await c.query(sql, params)).rows };
+    const out = new Map();
+    for (const q of qs) {
+      const filters = await resolveSearch(db, { q });
+      const times = [];
+      let plan;
+      for (let i = 0; i < 5; i++) {
+        const rows = await queryAuditLog({ query: async (sql, params) => (await c.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params)).rows }, filters, undefined, 20);
+        const p = rows[0]['QUERY PLAN'][0];
+        times.push(p['Execution Time'] + p['Planning Time']);
+        plan = p.Plan;
+      }
+      times.sort((a, b) => a - b);
+      const nodes = [];
+      const walk = (n) => {
+        if (n['Index Name']) nodes.push(`${n['Node Type']} ${n['Index Name']}`);
+        else if (n['Node Type'] === 'Seq Scan') nodes.push('Seq Scan');
+        for (const child of n.Plans ?? []) walk(child);
+      };
+      walk(plan);
+      out.set(q, { ms: times[2], plan: nodes.join(' + ') || plan['Node Type'] });
+    }
+    return out;
+  });
+}
+
+async function main() {
+  if (args.includes('--seed')) {
+    log(`seeding ${RECORDS.toLocaleString('en')} records into ${DB_URL}…`);
+    await seed();
+  }
+  const qs = await queries();
+  let child;
+  let base = opt('url');
+  if (!base) {
+    child = await startServer();
+    base = `http://127.0.0.1:${PORT}`;
+  }
+  try {
+    const login = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN) });
+    if (!login.ok) throw new Error(`admin login: ${login.status} ${await login.text()}`);
+    const token = (await login.json()).access_token;
+    const rows = [];
+    for (const q of qs) {
+      const url = `${base}/api/v1/audit-logs?limit=20&q=${encodeURIComponent(q)}`;
+      const times = [];
+      let count = 0;
+      // One connection (fetch keeps it alive), one request at a time; the first ten warm up.
+      for (let i = 0; i < RUNS + 10; i++) {
+        const t0 = performance.now();
+        const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+        const body = await res.json();
+        if (res.status !== 200) throw new Error(`${q}: ${res.status} ${JSON.stringify(body)}`);
+        if (i >= 10) times.push(performance.now() - t0);
+        count = body.data.length;
+      }
+      times.sort((a, b) => a - b);
+      rows.push({ q, rows: count, p50: percentile(times, 50), p99: percentile(times, 99) });
+    }
+    const explained = await explainTimes(qs);
+    const lines = [
+      `Audit search, ${RUNS} requests per query at one connection (limit=20, first page), on ${DB_URL.replace(/\/\/[^@]*@/, '//')}`,
+      '',
+      '| query | rows | HTTP p50 ms | HTTP p99 ms | PostgreSQL ms (plan + execution, median of 5) | plan |',
+      '| --- | ---: | ---: | ---: | ---: | --- |',
+      ...rows.map((r) => `| \`${r.q}\` | ${r.rows} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${explained.get(r.q).ms.toFixed(2)} | ${explained.get(r.q).plan} |`),
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+  } finally {
+    if (child) {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+  }
+}
+
+await main();
