@@ -13,22 +13,10 @@ import { send, statements } from '../../db/statements.js';
 import type { RequestContext } from '../../context.js';
 import { itemsParam, outboxInsert, RECORD_EVENT, type OutboxEvent } from '../outbox/outbox.js';
 import { newPersonalDataRef } from './personal-data.js';
+import type { AuditAction, AuditResult, ResourceType } from './audit.vocabulary.js';
 
-export const AUDIT_ACTIONS = [
-  'CREATE_USER', 'DELETE_USER', 'DEACTIVATE_USER', 'ACTIVATE_USER', 'CHANGE_USER_ROLE',
-  'LOGIN_SUCCESS', 'LOGIN_FAILURE', 'LOGOUT', 'PASSWORD_CHANGED',
-  'CREATE_PROJECT', 'DELETE_PROJECT', 'ADD_PROJECT_MEMBER', 'REMOVE_PROJECT_MEMBER',
-  'CREATE_TASK', 'DELETE_TASK', 'ASSIGN_TASK', 'CHANGE_TASK_STATUS',
-  'UPDATE_USER_EMAIL', 'CHANGE_PROJECT_MEMBER_ROLE', 'SESSION_REVOKED', 'EXPORT_AUDIT_LOG',
-  'REDACT_PERSONAL_DATA',
-] as const;
-export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+export { AUDIT_ACTIONS, AUDIT_RESULTS, RESOURCE_TYPES, type AuditAction, type AuditResult, type ResourceType } from './audit.vocabulary.js';
 
-export const RESOURCE_TYPES = ['USER', 'PROJECT', 'TASK', 'AUDIT_LOG'] as const;
-export type ResourceType = (typeof RESOURCE_TYPES)[number];
-
-export const AUDIT_RESULTS = ['SUCCESS', 'FAILURE', 'DENIED'] as const;
-export type AuditResult = (typeof AUDIT_RESULTS)[number];
 
 /**
  * Metadata keys whose values are personal data (API.md 5.10). Their values are stored in
