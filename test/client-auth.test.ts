@@ -154,3 +154,20 @@ test('logout ends the session on the service and here', async () => {
   assert.equal((await me.client.get('/api/v1/profile', { token })).status, 401);
   assert.equal(await teamlog.isSignedIn(), false);
 });
+
+test('a subscribed socket outlives its 3-s access tokens: the client sends reauth before each expires, and is never dropped', async () => {
+  const me = await newUser();
+  const teamlog = createClient({ baseUrl: h.server.url, headers: { 'x-forwarded-for': randomIp() } });
+  const drops: string[] = [];
+  const ids: number[] = [];
+  teamlog.realtime.on('disconnected', ({ reason }) => void drops.push(reason));
+  teamlog.realtime.on('new-message', (m) => void ids.push(m.id));
+  await teamlog.login(me.email, me.password);
+  await teamlog.realtime.ready();
+  await sleep(3 * TTL_S * 1000);
+  const sent = await teamlog.messages.create({ text: 'still here' });
+  for (let i = 0; i < 100 && !ids.includes(sent.id); i++) await sleep(50);
+  assert.deepEqual(ids, [sent.id]);
+  assert.deepEqual(drops, [], 'the socket stayed');
+  teamlog.close();
+});

@@ -4,17 +4,16 @@ export async function quickstart(baseUrl: string, email: string, password: strin
   const teamlog = createClient({ baseUrl });
   teamlog.on('signed-out', ({ reason }) => console.log(`signed out: ${reason}`));
   await teamlog.login(email, password);
+  const project = await teamlog.projects.create({ name: 'Spring launch' }); // Idempotency-Key sent for you
 
   // Real-time: handlers run in event_id order, once each, across reconnects.
   const updates: Task[] = [];
   teamlog.realtime.on('task-updated', (task) => void updates.push(task));
   teamlog.realtime.on('resync-required', ({ namespace }) => console.log(`reload what ${namespace} shows`));
-
   await teamlog.realtime.ready();
-  const project = await teamlog.projects.create({ name: 'Spring launch' }); // Idempotency-Key sent for you
+
   const task = await teamlog.tasks.create({ project_id: project.id, title: 'Write the announcement' });
   await teamlog.tasks.setStatus(task.id, 'IN_PROGRESS'); // If-Match: the version created
-
   try {
     await teamlog.tasks.setStatus(task.id, 'CANCELED');
     await teamlog.tasks.setStatus(task.id, 'DONE');

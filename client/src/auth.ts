@@ -59,7 +59,7 @@ export interface AuthEvents {
 
 export interface AuthOptions {
   store: TokenStore;
-  /** Refresh the access token this long before it expires (default: a fifth of its life, at most 60 s). */
+  /** Refresh the access token this long before it expires (default: 60 s, or half the life of a shorter-lived token). */
   refreshMarginMs?: number;
   /** Refresh on a timer before expiry (default true); off, tokens are refreshed when a request needs one. */
   autoRefresh?: boolean;
@@ -152,7 +152,8 @@ export class Auth extends Emitter<AuthEvents> {
 
   private margin(): number {
     if (this.options.refreshMarginMs !== undefined) return this.options.refreshMarginMs;
-    return Math.min(60_000, (this.access?.lifeMs ?? 0) / 5);
+    // Half the life of a short token: JWT expiries are whole seconds, and a round trip takes time.
+    return Math.min(60_000, (this.access?.lifeMs ?? 0) / 2);
   }
 
   private async load(): Promise<void> {

@@ -24,7 +24,7 @@ export interface ClientOptions {
   baseUrl: string;
   /** Where the session is kept: memoryStore() (default), localStorageStore() in a browser, or your own. */
   store?: TokenStore;
-  /** Refresh the access token this long before it expires (default: a fifth of its life, at most 60 s). */
+  /** Refresh the access token this long before it expires (default: 60 s, or half the life of a shorter-lived token). */
   refreshMarginMs?: number;
   /** Refresh tokens on a timer before they expire (default true). */
   autoRefresh?: boolean;

@@ -251,7 +251,7 @@ class Channel {
     const id = typeof p.event_id === 'number' ? p.event_id : undefined;
     if (name === 'resync-required') {
       // The service goes on from its newest event: resuming from there is right from now on.
-      if (id !== undefined) this.received = Math.max(this.received ?? 0, id);
+      if (id !== undefined) this.received = this.processed = id;
       this.enqueue(name, { ...p, namespace: this.namespace, advice: 'reload' });
       return;
     }
@@ -284,7 +284,7 @@ class Channel {
         }
       }
       const id = payload.event_id;
-      if (typeof id === 'number' && (REPLAYED[this.namespace].has(name) || name === 'resync-required')) this.processed = Math.max(this.processed ?? 0, id);
+      if (typeof id === 'number' && REPLAYED[this.namespace].has(name)) this.processed = Math.max(this.processed ?? 0, id);
     }
     this.draining = false;
   }

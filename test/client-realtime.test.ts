@@ -1,0 +1,135 @@
+// @teamlog/client's real-time side (issue 25) against a real server and real sockets: handlers
+// get each event once and in event_id order, also when the connection is cut and events are
+// committed meanwhile (the client resumes with last_event_id); resync-required reaches the
+// application as a typed event with the advice to reload; ADMINs get the /admin audit stream
+// and others are told no; and the README's example is examples/quickstart.ts and runs.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import { createClient, type RealtimeEvents, type TeamlogClient } from '../client/src/index.js';
+import { randomIp, type Session } from './helpers/client.js';
+import { addMember, createProject, postMessage } from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD } from './helpers/server.js';
+import { TcpProxy } from './helpers/tcp-proxy.js';
+
+const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const open: TeamlogClient[] = [];
+after(() => open.forEach((c) => c.close()));
+
+async function signedIn(session: { email: string; password: string }, baseUrl = h.server.url, opts: Partial<Parameters<typeof createClient>[0]> = {}) {
+  const c = createClient({ baseUrl, headers: { 'x-forwarded-for': randomIp() }, ...opts });
+  open.push(c);
+  await c.login(session.email, session.password);
+  return c;
+}
+
+async function until(what: string, done: () => boolean, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    await sleep(25);
+  }
+}
+
+test('handlers get every message once, in event_id order, across a cut connection with messages committed meanwhile', async () => {
+  const owner = await h.newUser();
+  const member = await h.newUser();
+  const project = await createProject(owner);
+  await addMember(owner, project.id, member.id);
+  const url = new URL(h.server.url);
+  const proxy = new TcpProxy({ host: url.hostname, port: Number(url.port) });
+  const port = await proxy.start();
+  try {
+    const teamlog = await signedIn(member, `http://127.0.0.1:${port}`);
+    const got: Array<RealtimeEvents['new-message']> = [];
+    const states: string[] = [];
+    teamlog.realtime.on('connected', ({ resumedFrom }) => void states.push(`connected ${resumedFrom === undefined ? 'live' : 'resumed'}`));
+    teamlog.realtime.on('disconnected', () => void states.push('disconnected'));
+    // A slow handler: the next event waits for it.
+    let running = 0;
+    teamlog.realtime.on('new-message', async (m) => {
+      assert.equal(running++, 0, 'one event at a time');
+      await sleep(m.id % 3);
+      got.push(m);
+      running--;
+    });
+    await teamlog.realtime.ready();
+    const sent = [];
+    for (let i = 0; i < 5; i++) sent.push(await postMessage(owner, i % 2 ? 'general' : `project:${project.id}`));
+    await until('the first five', () => got.length === 5);
+
+    await proxy.stop();
+    await until('the client sees the cut', () => states.includes('disconnected'));
+    for (let i = 0; i < 10; i++) sent.push(await postMessage(owner, i % 2 ? 'general' : `project:${project.id}`));
+    await proxy.start(port);
+    await until('the ten missed', () => got.length === 15);
+    for (let i = 0; i < 5; i++) sent.push(await postMessage(owner, `project:${project.id}`));
+    await until('five more, live', () => got.length === 20);
+    await sleep(300);
+
+    assert.deepEqual(got.map((m) => m.id), sent.map((m) => m.id), 'each once, in commit order');
+    const ids = got.map((m) => m.event_id);
+    assert.deepEqual(ids, [...ids].sort((a, b) => a - b));
+    assert.equal(new Set(ids).size, ids.length);
+    assert.equal(teamlog.realtime.lastEventId(), ids.at(-1));
+    assert.deepEqual(states.slice(0, 3), ['connected live', 'disconnected', 'connected resumed']);
+  } finally {
+    await proxy.stop();
+  }
+});
+
+test('a client resuming from an id the service does not know is told resync-required, with the advice to reload, and goes on live', async () => {
+  const me = await h.newUser();
+  const teamlog = await signedIn(me, h.server.url, { realtime: { lastEventId: { '/': 2 ** 50 } } });
+  const resyncs: Array<RealtimeEvents['resync-required']> = [];
+  const messages: number[] = [];
+  teamlog.realtime.on('resync-required', (r) => void resyncs.push(r));
+  teamlog.realtime.on('new-message', (m) => void messages.push(m.id));
+  await until('resync-required', () => resyncs.length === 1);
+  assert.equal(resyncs[0]!.namespace, '/');
+  assert.equal(resyncs[0]!.reason, 'unknown_event_id');
+  assert.equal(resyncs[0]!.advice, 'reload');
+  assert.equal(typeof resyncs[0]!.oldest_event_id, 'number');
+  const m = await postMessage(me, 'general');
+  await until('the next message', () => messages.includes(m.id));
+});
+
+test('ADMINs get each audit record on /admin; a USER subscribing is told forbidden', async () => {
+  const admin = await signedIn({ email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
+  const records: Array<RealtimeEvents['audit-record']> = [];
+  admin.realtime.on('audit-record', (r) => void records.push(r));
+  await admin.realtime.ready('/admin');
+  const project = await admin.projects.create({ name: 'Audited' });
+  await until('the CREATE_PROJECT record', () => records.some((r) => r.action === 'CREATE_PROJECT' && r.resource_id === project.id));
+
+  const user: Session = await h.newUser();
+  const teamlog = await signedIn(user);
+  const errors: unknown[] = [];
+  teamlog.realtime.on('error', ({ error }) => void errors.push(error));
+  teamlog.realtime.on('audit-record', () => assert.fail('a USER got an audit record'));
+  await until('forbidden', () => errors.length === 1);
+  assert.equal((errors[0] as { code?: string }).code, 'FORBIDDEN');
+});
+
+test('the README\'s example is examples/quickstart.ts, and it runs against a real server', async () => {
+  const example = readFileSync('client/examples/quickstart.ts', 'utf8');
+  const readme = readFileSync('client/README.md', 'utf8');
+  assert.ok(readme.includes(`\`\`\`ts\n${example}\`\`\``), 'README.md shows examples/quickstart.ts verbatim');
+  // Run as a user of the package would, with the package's import pointed at its source.
+  const dir = mkdtempSync(path.join(tmpdir(), 'teamlog-quickstart-'));
+  try {
+    const file = path.join(dir, 'quickstart.ts');
+    writeFileSync(file, example.replace("from '@teamlog/client'", `from '${pathToFileURL(path.resolve('client/src/index.ts')).href}'`));
+    const { quickstart } = (await import(pathToFileURL(file).href)) as { quickstart: (u: string, e: string, p: string) => Promise<Array<{ status: string }>> };
+    const me = await h.newUser();
+    const updates = await quickstart(h.server.url, me.email, me.password);
+    assert.deepEqual(updates.map((t) => t.status), ['IN_PROGRESS', 'CANCELED']);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
