@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { createHash, createPublicKey, verify as verifySignature } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { recordLeaf, sealedForm } from '../src/modules/audit/integrity/sealed-form.js';
+import { settled } from './helpers/audit-log.js';
 import { useTestServer } from './helpers/harness.js';
 import { onPostgres } from './helpers/server.js';
 import type { Session } from './helpers/client.js';
@@ -57,27 +58,11 @@ async function unsealedCount(): Promise<number> {
   return row!.n;
 }
 
-/** Waits until every record is sealed and the newest checkpoint covers them all. */
-async function settled(): Promise<Checkpoint> {
-  for (let i = 0; i < 200; i++) {
-    // One statement, so one snapshot: counts read apart could straddle a sealing batch.
-    const [s] = await h.server.owner.query<{ records: number; sealed: number; size: number | null }>(
-      `SELECT (SELECT count(*)::int FROM audit_log) AS records, (SELECT count(*)::int FROM audit_seal) AS sealed,
-              (SELECT tree_size::int FROM audit_checkpoints ORDER BY id DESC LIMIT 1) AS size`,
-    );
-    if (s && s.records === s.sealed && s.size === s.sealed) {
-      const res = await h.admin.client.get<Checkpoint>('/api/v1/audit-logs/checkpoints/latest', { token: h.admin.token });
-      if (res.status === 200 && res.body.tree_size === s.size) return res.body;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('the log did not settle: records left unsealed or no checkpoint covers them');
-}
 
 describe('sealing and checkpoints', () => {
   test('every committed record is sealed once, in a dense seq, with its leaf recomputable from the record', async () => {
     await audit(5);
-    await settled();
+    await settled<Checkpoint>(h.server, h.admin);
     const seals = await h.server.owner.query<{ seq: number; record_id: number; leaf_hash: Uint8Array }>('SELECT seq, record_id, leaf_hash FROM audit_seal ORDER BY seq');
     assert.deepEqual(seals.map((s) => s.seq), seals.map((_, i) => i));
     assert.equal(new Set(seals.map((s) => s.record_id)).size, seals.length);
@@ -91,7 +76,7 @@ describe('sealing and checkpoints', () => {
 
   test('the newest checkpoint is a C2SP signed note that verifies under the published key, checked from the spec', async () => {
     await audit(2);
-    const cp = await settled();
+    const cp = await settled<Checkpoint>(h.server, h.admin);
     const keys = await h.admin.client.get<Array<{ key_id: string; algorithm: string; public_key: string; note_verifier_key: string }>>('/api/v1/audit-logs/public-keys', { token: h.admin.token });
     assert.equal(keys.status, 200);
     const key = keys.body.find((k) => k.key_id === cp.key_id);
@@ -123,10 +108,10 @@ describe('sealing and checkpoints', () => {
   });
 
   test('each checkpoint names the one before it: prev is the SHA-256 of its whole note', async () => {
-    const first = await settled();
+    const first = await settled<Checkpoint>(h.server, h.admin);
     await audit(1);
-    let second = await settled();
-    for (let i = 0; second.note === first.note && i < 50; i++) second = await settled();
+    let second = await settled<Checkpoint>(h.server, h.admin);
+    for (let i = 0; second.note === first.note && i < 50; i++) second = await settled<Checkpoint>(h.server, h.admin);
     assert.notEqual(second.note, first.note);
     const [before] = await h.server.owner.query<{ note: string }>('SELECT note FROM audit_checkpoints WHERE id < (SELECT max(id) FROM audit_checkpoints) ORDER BY id DESC LIMIT 1');
     const prev = sha256(Buffer.from(before!.note)).toString('base64');
@@ -146,7 +131,7 @@ describe('sealing and checkpoints', () => {
 describe('proofs', () => {
   test('an inclusion proof leads from the record to the newest checkpoint\'s root (checked with the RFC\'s algorithm)', async () => {
     const [id] = await audit(1);
-    const cp = await settled();
+    const cp = await settled<Checkpoint>(h.server, h.admin);
     const [rec] = await h.server.owner.query<{ id: number }>("SELECT id FROM audit_log WHERE action = 'CREATE_PROJECT' AND resource_id = $1", [id]);
     const res = await h.admin.client.get(`/api/v1/audit-logs/${rec!.id}/proof`, { token: h.admin.token });
     assert.equal(res.status, 200, res.text);
@@ -165,9 +150,9 @@ describe('proofs', () => {
   });
 
   test('a consistency proof shows that a newer checkpoint extends an older one', async () => {
-    const older = await settled();
+    const older = await settled<Checkpoint>(h.server, h.admin);
     await audit(3);
-    const newer = await settled();
+    const newer = await settled<Checkpoint>(h.server, h.admin);
     const res = await h.admin.client.get(`/api/v1/audit-logs/proofs/consistency?from=${older.tree_size}&to=${newer.tree_size}`, { token: h.admin.token });
     assert.equal(res.status, 200, res.text);
     const { verifyConsistency } = await import('../src/modules/audit/integrity/merkle.js');
@@ -180,7 +165,7 @@ describe('proofs', () => {
   });
 
   test('proofs of what is not sealed, or of sizes beyond the tree, are refused clearly', async () => {
-    const cp = await settled();
+    const cp = await settled<Checkpoint>(h.server, h.admin);
     const missing = await h.admin.client.get('/api/v1/audit-logs/999999999/proof', { token: h.admin.token });
     assert.equal(missing.status, 404);
     assert.equal(missing.body.code, 'NOT_FOUND');
@@ -197,7 +182,7 @@ describe('proofs', () => {
 describe('verification', () => {
   test('GET /audit-logs/verify checks every sealed record and checkpoint', async () => {
     await audit(2);
-    const cp = await settled();
+    const cp = await settled<Checkpoint>(h.server, h.admin);
     const res = await h.admin.client.get('/api/v1/audit-logs/verify', { token: h.admin.token });
     assert.equal(res.status, 200);
     assert.equal(res.body.ok, true, res.body.problem);
@@ -215,7 +200,7 @@ describe('verification', () => {
     const writers = await Promise.all(Array.from({ length: WRITERS }, () => h.newUser({ role: 'ADMIN' })));
     const projects = (await Promise.all(writers.map((w) => audit(EACH, w)))).flat();
     assert.equal(new Set(projects).size, WRITERS * EACH);
-    const cp = await settled();
+    const cp = await settled<Checkpoint>(h.server, h.admin);
     const [dup] = await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM (SELECT record_id FROM audit_seal GROUP BY record_id HAVING count(*) > 1) d');
     assert.equal(dup!.n, 0);
     // Each writer's records, one per project, each with one seal.
@@ -239,7 +224,7 @@ describe('verification', () => {
   });
 
   test('a record whose transaction commits late is sealed after it commits, never skipped, and holds back nothing committed around it', { skip: !onPostgres && 'needs a second connection (PostgreSQL pass)' }, async () => {
-    await settled();
+    await settled<Checkpoint>(h.server, h.admin);
     // A transaction holds its record (with the lower id) open while later records commit.
     let laterIds: number[] = [];
     const late = await h.server.owner.transaction(async (tx) => {
@@ -259,7 +244,7 @@ describe('verification', () => {
       }
       return row!.id;
     });
-    await settled();
+    await settled<Checkpoint>(h.server, h.admin);
     const seals = await h.server.owner.query<{ record_id: number; seq: number }>('SELECT record_id, seq FROM audit_seal WHERE record_id = ANY ($1)', [[late, ...laterIds]]);
     assert.equal(seals.length, 4, 'the late record and the three after it are all sealed');
     const lateSeq = seals.find((s) => s.record_id === late)!.seq;

@@ -9,12 +9,9 @@
 // server has stopped (PGlite allows one process at a time), as child processes on the same data.
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { databaseSession, migrate } from '../src/db/migrate.js';
-import { createPgliteDatabase } from '../src/db/pglite.js';
 import type { AuditFilters } from '../src/modules/audit/audit.repository.js';
 import { CSV_COLUMNS, csvCell, exportAuditLog } from '../src/modules/audit/integrity/export.js';
 import { verifyInclusion } from '../src/modules/audit/integrity/merkle.js';
@@ -24,9 +21,10 @@ import {
 } from '../src/modules/audit/integrity/sealed-form.js';
 import { ed25519PublicKeyRaw, formatVerifierKey, parseVerifierKey, publicKeyPem, type NoteVerifier } from '../src/modules/audit/integrity/signed-note.js';
 import { verifyExportFile } from '../src/modules/audit/integrity/verify-export.js';
-import { runTeamlog, type CliResult } from './helpers/cli.js';
+import { settled } from './helpers/audit-log.js';
+import { useCliDatabase, type CliResult } from './helpers/cli.js';
 import { createUser, loginAdmin, type Session } from './helpers/client.js';
-import { createTestDatabase, onPostgres, SERVICE_LOGIN, startTestServer, TEST_SIGNING_KEY, type TestDatabase, type TestServer } from './helpers/server.js';
+import { startTestServer, TEST_SIGNING_KEY, type TestDatabase, type TestServer } from './helpers/server.js';
 
 const FIELDS = ['id', 'actor_id', 'action', 'resource_type', 'resource_id', 'timestamp', 'result', 'metadata', 'ip', 'user_agent', 'request_id'];
 const REDACTED = '[redacted]';
@@ -78,62 +76,19 @@ interface CheckpointLine {
 }
 interface Export { lines: string[]; records: RecordLine[]; checkpoint: CheckpointLine }
 
-let dataDir: string;
-/** PostgreSQL: the file's test database (servers and CLI runs come and go on it). */
-let pgDatabase: TestDatabase | undefined;
+/** One database for the whole file (servers and CLI runs come and go on it); the CLI signs with the servers' key. */
+const world = useCliDatabase({ prefix: 'teamlog-export-', env: { AUDIT_SIGNING_KEY: TEST_SIGNING_KEY } });
+const { runCli, openDatabase } = world;
 
-before(async () => {
-  dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-export-'));
-  if (onPostgres) pgDatabase = await createTestDatabase();
-});
-
-after(async () => {
-  await pgDatabase?.drop();
-  rmSync(dataDir, { recursive: true, force: true });
-});
-
-const file = (name: string) => path.join(dataDir, name);
+const file = (name: string) => path.join(world.dataDir, name);
 
 // ---------------------------------------------------------------------------------------
 // Helpers
-
-/** The file's database, for one server's life (PGlite: opened from DATA_DIR and closed after). */
-async function openDatabase(): Promise<TestDatabase> {
-  if (pgDatabase) return { ...pgDatabase, drop: async () => {} };
-  const db = await createPgliteDatabase(path.join(dataDir, 'pglite'), () => {});
-  await migrate(databaseSession(db));
-  return { name: path.basename(dataDir), db, owner: db, databaseUrl: undefined, drop: () => db.close() };
-}
-
-/** `teamlog …` as a child process on the file's database, as the operator runs it (the service's login, the owner's for migrations). */
-function runCli(args: string[]): Promise<CliResult> {
-  const database = pgDatabase
-    ? {
-        DATABASE_URL: Object.assign(new URL(pgDatabase.databaseUrl!), { username: SERVICE_LOGIN, password: '' }).toString(),
-        MIGRATION_DATABASE_URL: pgDatabase.databaseUrl!,
-      }
-    : {};
-  return runTeamlog(args, { DATA_DIR: dataDir, AUDIT_SIGNING_KEY: TEST_SIGNING_KEY, ...database });
-}
 
 async function cliOk(args: string[]): Promise<CliResult> {
   const r = await runCli(args);
   assert.equal(r.code, 0, `teamlog ${args.join(' ')} failed:\n${r.stdout}${r.stderr}`);
   return r;
-}
-
-/** Every record, sealed and checkpointed: the newest checkpoint covers the whole log. */
-async function settled(server: TestServer, admin: Session): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const res = await admin.client.get<{ tree_size: number }>('/api/v1/audit-logs/checkpoints/latest', { token: admin.token });
-    const [row] = await server.owner.query<{ sealed: number; unsealed: number }>(
-      `SELECT (SELECT count(*)::int FROM audit_seal) AS sealed,
-              (SELECT count(*)::int FROM audit_log a WHERE NOT EXISTS (SELECT 1 FROM audit_seal s WHERE s.record_id = a.id)) AS unsealed`,
-    );
-    if (res.status === 200 && row!.unsealed === 0 && res.body.tree_size === row!.sealed) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('the log did not settle');
 }
 
 function parseExport(text: string): Export {

@@ -8,8 +8,9 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { openNote, parseVerifierKey, generateEd25519PrivateKeyPem } from '../src/modules/audit/integrity/signed-note.js';
 import { SIGNING_KEY_FILE } from '../src/modules/audit/integrity/signing-key.js';
+import { settled } from './helpers/audit-log.js';
 import { loginAdmin, type Session } from './helpers/client.js';
-import { createTestDatabase, onPostgres, startTestServer, type TestServer } from './helpers/server.js';
+import { createTestDatabase, onPostgres, startTestServer } from './helpers/server.js';
 
 const FAST = { AUDIT_CHECKPOINT_INTERVAL_MS: '100' };
 
@@ -20,19 +21,6 @@ async function audit(admin: Session, n: number): Promise<void> {
   }
 }
 
-/** Until every record is sealed and the newest checkpoint (under key `keyId`, when given) covers them. */
-async function settled(server: TestServer, keyId?: string): Promise<{ tree_size: number; key_id: string; note: string }> {
-  for (let i = 0; i < 300; i++) {
-    const [s] = await server.owner.query<{ records: number; sealed: number; size: number | null; key_id: string | null; note: string | null }>(
-      `SELECT (SELECT count(*)::int FROM audit_log) AS records, (SELECT count(*)::int FROM audit_seal) AS sealed,
-              c.tree_size::int AS size, c.key_id, c.note
-         FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT * FROM audit_checkpoints ORDER BY id DESC LIMIT 1) c ON true`,
-    );
-    if (s && s.sealed === s.records && s.size === s.sealed && (keyId === undefined || s.key_id === keyId)) return { tree_size: s.size, key_id: s.key_id!, note: s.note! };
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('the log did not settle');
-}
 
 async function verify(admin: Session) {
   const res = await admin.client.get('/api/v1/audit-logs/verify', { token: admin.token });
@@ -47,7 +35,7 @@ test('without AUDIT_SIGNING_KEY a key is generated once into DATA_DIR (0600) and
     assert.equal(statSync(file).mode & 0o777, 0o600);
     const admin = await loginAdmin(server);
     await audit(admin, 2);
-    await settled(server);
+    await settled(server, admin);
     assert.equal((await verify(admin)).ok, true);
     // The private key's base64 body appears nowhere in the evidence tables.
     const { readFileSync } = await import('node:fs');
@@ -70,7 +58,7 @@ test('rotation: after a restart with a new key (and the old one named as trusted
   try {
     let admin = await loginAdmin(server);
     await audit(admin, 3);
-    const old = await settled(server, 'key-2026-01');
+    const old = await settled(server, admin, { keyId: 'key-2026-01' });
     const previous = ((await admin.client.get('/api/v1/audit-logs/public-keys', { token: admin.token })).body as Array<{ note_verifier_key: string }>)[0]!.note_verifier_key;
     await server.close();
 
@@ -91,7 +79,7 @@ test('rotation: after a restart with a new key (and the old one named as trusted
     server = await startTestServer({ database, env: { ...FAST, AUDIT_SIGNING_KEY: second, AUDIT_SIGNING_KEY_ID: 'key-2026-02', AUDIT_PREVIOUS_VERIFIER_KEYS: previous } });
     admin = await loginAdmin(server);
     // The login alone is a record; the head is re-signed under the new key with it.
-    const fresh = await settled(server, 'key-2026-02');
+    const fresh = await settled(server, admin, { keyId: 'key-2026-02' });
     assert.ok(fresh.tree_size > old.tree_size);
     const keys = (await admin.client.get('/api/v1/audit-logs/public-keys', { token: admin.token })).body as Array<{ key_id: string; note_verifier_key: string }>;
     assert.deepEqual(keys.map((k) => k.key_id).sort(), ['key-2026-01', 'key-2026-02']);
@@ -124,13 +112,13 @@ test('two instances on one database: each record sealed once; when one goes, the
   try {
     const [adminA, adminB] = [await loginAdmin(a), await loginAdmin(b)];
     await Promise.all([audit(adminA, 60), audit(adminB, 60)]);
-    await settled(a);
+    await settled(a, adminA);
     const [dup] = await a.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM (SELECT record_id FROM audit_seal GROUP BY record_id HAVING count(*) > 1) d');
     assert.equal(dup!.n, 0);
     assert.equal((await verify(adminB)).ok, true);
     await a.close();
     await audit(adminB, 5);
-    await settled(b);
+    await settled(b, adminB);
     const report = await verify(adminB);
     assert.equal(report.ok, true, report.problem);
   } finally {

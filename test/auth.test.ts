@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { assertProblem, auditRows, Client, login, type Response } from './helpers/client.js';
-import { countRows, recordsOf } from './helpers/factories.js';
+import { apiRecord, countRows, recordsOf } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, needsPostgres, startTestServer } from './helpers/server.js';
 
@@ -33,12 +33,6 @@ async function onlyRecordOf(res: Response) {
   return rows[0]!;
 }
 
-/** A record as the API shows it to an ADMIN: personal data (the typed email) resolved. */
-async function apiRecord(id: number) {
-  const res = await h.admin.client.get(`/api/v1/audit-logs/${id}`, { token: h.admin.token });
-  assert.equal(res.status, 200, res.text);
-  return res.body as { metadata: Record<string, unknown>; actor_id: number | null; resource_id: number | null; result: string };
-}
 
 
 function assertNoStore(res: Response) {
@@ -122,7 +116,7 @@ describe('login', () => {
     assert.equal(unknownRecord.result, 'FAILURE');
     assert.equal(unknownRecord.actor_id, null);
     assert.equal(unknownRecord.ip, client.ip);
-    assert.deepEqual((await apiRecord(unknownRecord.id)).metadata, { email: ghost, reason: 'unknown_email' });
+    assert.deepEqual((await apiRecord(h.admin, unknownRecord.id)).metadata, { email: ghost, reason: 'unknown_email' });
 
     const wrongRecord = await onlyRecordOf(wrong);
     assert.equal(wrongRecord.action, 'LOGIN_FAILURE');
@@ -130,7 +124,7 @@ describe('login', () => {
     assert.equal(wrongRecord.actor_id, user.id);
     assert.equal(wrongRecord.resource_type, 'USER');
     assert.equal(wrongRecord.resource_id, user.id);
-    assert.deepEqual((await apiRecord(wrongRecord.id)).metadata, { email: user.email, reason: 'bad_password' });
+    assert.deepEqual((await apiRecord(h.admin, wrongRecord.id)).metadata, { email: user.email, reason: 'bad_password' });
   });
 
   test('never writes a typed password into the audit log or its personal data', async () => {
@@ -174,12 +168,12 @@ describe('login', () => {
     assert.equal(rightRecord.action, 'LOGIN_FAILURE');
     assert.equal(rightRecord.result, 'FAILURE');
     assert.equal(rightRecord.actor_id, user.id);
-    assert.deepEqual((await apiRecord(rightRecord.id)).metadata, { email: user.email, reason: 'deactivated' });
+    assert.deepEqual((await apiRecord(h.admin, rightRecord.id)).metadata, { email: user.email, reason: 'deactivated' });
 
     const wrong = await attempt(client, user.email, wrongPassword());
     assertProblem(wrong, 401, 'INVALID_CREDENTIALS');
     const wrongRecord = await onlyRecordOf(wrong);
-    assert.deepEqual((await apiRecord(wrongRecord.id)).metadata, { email: user.email, reason: 'bad_password' });
+    assert.deepEqual((await apiRecord(h.admin, wrongRecord.id)).metadata, { email: user.email, reason: 'bad_password' });
   });
 });
 
@@ -198,7 +192,7 @@ describe('brute-force throttle', () => {
     assert.equal(record.action, 'LOGIN_FAILURE');
     assert.equal(record.result, 'FAILURE');
     assert.equal(record.actor_id, user.id);
-    assert.deepEqual((await apiRecord(record.id)).metadata, { email: user.email, reason: 'throttled' });
+    assert.deepEqual((await apiRecord(h.admin, record.id)).metadata, { email: user.email, reason: 'throttled' });
 
     // The lock is on that email: the same address may still log in as someone else.
     const other = await h.newUser();
@@ -232,7 +226,7 @@ describe('brute-force throttle', () => {
     const record = await onlyRecordOf(locked);
     assert.equal(record.action, 'LOGIN_FAILURE');
     assert.equal(record.ip, attacker.ip);
-    assert.deepEqual((await apiRecord(record.id)).metadata, { email: user.email, reason: 'throttled' });
+    assert.deepEqual((await apiRecord(h.admin, record.id)).metadata, { email: user.email, reason: 'throttled' });
     assert.equal(await countedFailures('ip', attacker.ip), 20);
 
     const elsewhere = await attempt(new Client(h.server), user.email, user.password);

@@ -6,17 +6,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import { createPgliteDatabase } from '../src/db/pglite.js';
-import { APP_ROLE, createPostgresDatabase } from '../src/db/postgres.js';
+import { describe, test } from 'node:test';
 import { LOCK_FILE } from '../src/ops/data-dir-lock.js';
-import { runTeamlog, type CliResult } from './helpers/cli.js';
+import { ROOT, runTeamlog, useCliDatabase, type CliResult } from './helpers/cli.js';
 import { auditRows, Client, login } from './helpers/client.js';
-import { onPostgres, PG_BASE_URL, startTestServer, type TestDatabase, type TestServer } from './helpers/server.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const VERSIONS = readdirSync(path.join(ROOT, 'migrations'))
   .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
   .map((f) => f.replace(/\.sql$/, ''))
@@ -28,16 +22,11 @@ const REPEATABLE = readdirSync(path.join(ROOT, 'migrations'))
   .sort();
 const REQUEST_ID = /\bcli-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/;
 
-let dataDir: string;
-let databaseName: string | undefined;
-let databaseUrl: string | undefined;
+/** An empty database (the CLI migrates it) and a data directory, shared by the CLI and the file's test servers. */
+const world = useCliDatabase({ prefix: 'teamlog-cli-', database: 'empty' });
+const { runCli, withServer } = world;
 /** Request ids printed by every successful create-admin of this file: the only CLI records there may be. */
 const cliRequestIds = new Set<string>();
-
-/** Runs the CLI with exactly this environment (plus the test database), nothing inherited but PATH and HOME. */
-function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  return runTeamlog(args, { DATA_DIR: dataDir, ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}), ...env });
-}
 
 async function createAdmin(email: string, env: Record<string, string> = {}, name?: string): Promise<CliResult & { requestId: string }> {
   const r = await runCli(['create-admin', '--email', email, ...(name ? ['--name', name] : [])], env);
@@ -48,59 +37,11 @@ async function createAdmin(email: string, env: Record<string, string> = {}, name
   return { ...r, requestId };
 }
 
-/** Starts a test server on the CLI's database (once the CLI is done with it: PGlite allows one process). */
-async function withServer(fn: (server: TestServer) => Promise<void>): Promise<void> {
-  let database: TestDatabase;
-  if (databaseUrl) {
-    const db = createPostgresDatabase({ url: databaseUrl, poolSize: 3, role: APP_ROLE, onError: () => {} });
-    const owner = createPostgresDatabase({ url: databaseUrl, poolSize: 2, onError: () => {} });
-    database = { name: new URL(databaseUrl).pathname.slice(1), db, owner, databaseUrl, drop: async () => void (await Promise.all([db.close(), owner.close()])) };
-  } else {
-    const db = await createPgliteDatabase(path.join(dataDir, 'pglite'), () => {});
-    database = { name: path.basename(dataDir), db, owner: db, databaseUrl: undefined, drop: () => db.close() };
-  }
-  try {
-    const server = await startTestServer({ database });
-    try {
-      await fn(server);
-    } finally {
-      await server.close();
-    }
-  } finally {
-    await database.drop();
-  }
-}
-
 const unique = () => randomBytes(4).toString('hex');
-
-before(async () => {
-  dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-cli-'));
-  if (onPostgres) {
-    // An empty database, not a test database: the CLI is the one to migrate it.
-    databaseName = `teamlog_cli_${process.pid}_${unique()}`;
-    const c = new pg.Client({ connectionString: PG_BASE_URL });
-    await c.connect();
-    await c.query(`CREATE DATABASE ${databaseName}`);
-    await c.end();
-    const u = new URL(PG_BASE_URL);
-    u.pathname = `/${databaseName}`;
-    databaseUrl = u.toString();
-  }
-});
-
-after(async () => {
-  if (databaseName) {
-    const c = new pg.Client({ connectionString: PG_BASE_URL });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`);
-    await c.end();
-  }
-  rmSync(dataDir, { recursive: true, force: true });
-});
 
 // First in this file: it needs the database before anything else has migrated it.
 test('migrate applies every migration to a fresh database, and a second run applies nothing', async () => {
-  const applied = [...VERSIONS, ...(databaseUrl ? REPEATABLE : [])];
+  const applied = [...VERSIONS, ...(world.databaseUrl ? REPEATABLE : [])];
   const first = await runCli(['migrate']);
   assert.equal(first.code, 0, first.stderr);
   for (const v of applied) assert.ok(first.stdout.includes(v), `${v} not reported as applied:\n${first.stdout}`);

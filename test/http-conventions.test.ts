@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { describe, test } from 'node:test';
-import { Client, assertProblem as assertProblemAnswer, auditRows, type Response } from './helpers/client.js';
+import { Client, assertProblem, auditRows, type Response } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD } from './helpers/server.js';
 
@@ -14,8 +14,8 @@ const PROBLEM_FIELDS = ['type', 'title', 'status', 'detail', 'code', 'instance',
 
 /** Asserts an RFC 9457 problem document with the given status and code, and returns its body. */
 /** The shared problem check, plus every member of the document, its cache policy and instance. */
-function assertProblem(res: Response, status: number, code: string, instance?: string) {
-  assertProblemAnswer(res, status, code);
+function assertProblemBody(res: Response, status: number, code: string, instance?: string) {
+  assertProblem(res, status, code);
   for (const field of PROBLEM_FIELDS) assert.ok(field in res.body, `problem body lacks ${field}: ${res.text}`);
   assert.equal(typeof res.body.type, 'string');
   assert.equal(typeof res.body.title, 'string');
@@ -60,9 +60,9 @@ describe('the unversioned alias', () => {
 
   test('reports problems under the canonical path and leaves /api/v1 itself alone', async () => {
     const res = await h.admin.client.get('/api/no-such-thing', { token: h.admin.token });
-    assertProblem(res, 404, 'NOT_FOUND', '/api/v1/no-such-thing');
+    assertProblemBody(res, 404, 'NOT_FOUND', '/api/v1/no-such-thing');
     const root = await h.admin.client.get('/api/v1', { token: h.admin.token });
-    assertProblem(root, 404, 'NOT_FOUND', '/api/v1');
+    assertProblemBody(root, 404, 'NOT_FOUND', '/api/v1');
   });
 });
 
@@ -96,7 +96,7 @@ describe('API-Version and X-Request-Id', () => {
     const id = `req-${Date.now()}.abc:1@x_Y`;
     const missing = await c.get('/api/v1/nowhere', { headers: { 'x-request-id': id } });
     assert.equal(missing.headers.get('x-request-id'), id);
-    assertProblem(missing, 404, 'NOT_FOUND');
+    assertProblemBody(missing, 404, 'NOT_FOUND');
     assert.equal(missing.body.request_id, id);
 
     const longest = 'a'.repeat(128);
@@ -153,30 +153,30 @@ describe('API-Version and X-Request-Id', () => {
 describe('problem+json for every error', () => {
   test('an unknown route is 404 NOT_FOUND', async () => {
     const res = await new Client(h.server).get('/api/v1/unknown/route?x=1');
-    const body = assertProblem(res, 404, 'NOT_FOUND', '/api/v1/unknown/route');
+    const body = assertProblemBody(res, 404, 'NOT_FOUND', '/api/v1/unknown/route');
     assert.equal(body.title, 'Not found');
     assert.equal(body.type, '/problems/not-found');
   });
 
   test('a wrong method on a known path is 405 METHOD_NOT_ALLOWED with an Allow header', async () => {
     const res = await h.admin.client.request('PATCH', `/api/v1/users/${h.admin.id}`, { token: h.admin.token, body: { name: 'x' } });
-    assertProblem(res, 405, 'METHOD_NOT_ALLOWED', `/api/v1/users/${h.admin.id}`);
+    assertProblemBody(res, 405, 'METHOD_NOT_ALLOWED', `/api/v1/users/${h.admin.id}`);
     const allow = (res.headers.get('allow') ?? '').split(',').map((m) => m.trim());
     for (const m of ['GET', 'PUT', 'DELETE']) assert.ok(allow.includes(m), `Allow lists ${m}: ${allow.join(', ')}`);
     assert.ok(!allow.includes('PATCH'));
 
     const onCollection = await h.admin.client.request('DELETE', '/api/v1/posts', { token: h.admin.token });
-    assertProblem(onCollection, 405, 'METHOD_NOT_ALLOWED');
+    assertProblemBody(onCollection, 405, 'METHOD_NOT_ALLOWED');
     assert.deepEqual((onCollection.headers.get('allow') ?? '').split(', ').filter((m) => m !== 'HEAD').sort(), ['GET', 'POST']);
   });
 
   test('Accept: text/html on an /api route is 406 NOT_ACCEPTABLE, before authentication', async () => {
     const res = await new Client(h.server).get('/api/v1/users', { headers: { accept: 'text/html' } });
-    assertProblem(res, 406, 'NOT_ACCEPTABLE', '/api/v1/users');
+    assertProblemBody(res, 406, 'NOT_ACCEPTABLE', '/api/v1/users');
     const json = await h.admin.client.get('/api/v1/users', { token: h.admin.token, headers: { accept: 'text/html, application/json;q=0.5' } });
     assert.equal(json.status, 200);
     const refused = await h.admin.client.get('/api/v1/users', { token: h.admin.token, headers: { accept: 'application/json;q=0, text/html' } });
-    assertProblem(refused, 406, 'NOT_ACCEPTABLE');
+    assertProblemBody(refused, 406, 'NOT_ACCEPTABLE');
   });
 
   test('a text/plain body on a POST is 415 UNSUPPORTED_MEDIA_TYPE and creates nothing', async () => {
@@ -186,13 +186,13 @@ describe('problem+json for every error', () => {
       rawBody: JSON.stringify({ content: 'looks like JSON' }),
       headers: { 'content-type': 'text/plain' },
     });
-    assertProblem(res, 415, 'UNSUPPORTED_MEDIA_TYPE', '/api/v1/posts');
+    assertProblemBody(res, 415, 'UNSUPPORTED_MEDIA_TYPE', '/api/v1/posts');
     const form = await h.admin.client.request('POST', '/api/v1/posts', {
       token: h.admin.token,
       rawBody: 'content=hi',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
     });
-    assertProblem(form, 415, 'UNSUPPORTED_MEDIA_TYPE');
+    assertProblemBody(form, 415, 'UNSUPPORTED_MEDIA_TYPE');
     const after = await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM posts');
     assert.equal(after[0]!.n, before[0]!.n);
   });
@@ -203,52 +203,52 @@ describe('problem+json for every error', () => {
       rawBody: JSON.stringify({ content: 'x'.repeat(1024 * 1024) }),
       headers: { 'content-type': 'application/json' },
     });
-    assertProblem(res, 413, 'PAYLOAD_TOO_LARGE', '/api/v1/posts');
+    assertProblemBody(res, 413, 'PAYLOAD_TOO_LARGE', '/api/v1/posts');
   });
 
   test('malformed JSON is 400 MALFORMED_JSON', async () => {
     for (const raw of ['{"content": "x"', "{'content': 'x'}", '{"content": "x",}', 'nul']) {
       const res = await h.admin.client.request('POST', '/api/v1/posts', { token: h.admin.token, rawBody: raw, headers: { 'content-type': 'application/json' } });
-      const body = assertProblem(res, 400, 'MALFORMED_JSON', '/api/v1/posts');
+      const body = assertProblemBody(res, 400, 'MALFORMED_JSON', '/api/v1/posts');
       assert.equal(body.type, '/problems/malformed-json');
     }
   });
 
   test('validation errors are 400 VALIDATION_FAILED with errors[] of {field, message}', async () => {
     const res = await h.admin.client.post('/api/v1/users', { email: 'valid@x.test', name: 'n'.repeat(101), password: 'password-1234' }, { token: h.admin.token });
-    const body = assertProblem(res, 400, 'VALIDATION_FAILED', '/api/v1/users');
+    const body = assertProblemBody(res, 400, 'VALIDATION_FAILED', '/api/v1/users');
     assert.equal(body.type, '/problems/validation');
     assert.ok(Array.isArray(body.errors) && body.errors.length >= 1);
     assert.deepEqual({ field: body.errors[0].field, message: body.errors[0].message }, { field: '/name', message: 'must have at most 100 characters' });
     assert.match(body.detail, /name must have at most 100 characters/);
 
     const unknown = await h.admin.client.post('/api/v1/posts', { content: 'x', author_id: 1 }, { token: h.admin.token });
-    const u = assertProblem(unknown, 400, 'VALIDATION_FAILED');
+    const u = assertProblemBody(unknown, 400, 'VALIDATION_FAILED');
     assert.equal(u.errors[0].field, '/author_id');
     assert.equal(u.errors[0].message, 'is not allowed');
 
     const missing = await h.admin.client.post('/api/v1/posts', {}, { token: h.admin.token });
-    const m = assertProblem(missing, 400, 'VALIDATION_FAILED');
+    const m = assertProblemBody(missing, 400, 'VALIDATION_FAILED');
     assert.deepEqual({ field: m.errors[0].field, message: m.errors[0].message }, { field: '/content', message: 'is required' });
 
     const query = await h.admin.client.get('/api/v1/users?limit=abc', { token: h.admin.token });
-    const q = assertProblem(query, 400, 'VALIDATION_FAILED');
+    const q = assertProblemBody(query, 400, 'VALIDATION_FAILED');
     assert.equal(q.errors[0].field, '/limit');
     assert.equal(typeof q.errors[0].message, 'string');
   });
 
   test('unknown query parameters are 400 even on routes that declare none', async () => {
     const res = await h.admin.client.get('/api/v1/profile?verbose=1', { token: h.admin.token });
-    const body = assertProblem(res, 400, 'VALIDATION_FAILED');
+    const body = assertProblemBody(res, 400, 'VALIDATION_FAILED');
     assert.equal(body.errors[0].field, '/verbose');
     const listed = await h.admin.client.get('/api/v1/users?sort=name', { token: h.admin.token });
-    assert.equal(assertProblem(listed, 400, 'VALIDATION_FAILED').errors[0].field, '/sort');
+    assert.equal(assertProblemBody(listed, 400, 'VALIDATION_FAILED').errors[0].field, '/sort');
   });
 
   test('a body on a route that takes none is 400 and the route does nothing', async () => {
     const victim = await h.newUser();
     const res = await h.admin.client.request('DELETE', `/api/v1/users/${victim.id}`, { token: h.admin.token, body: { reason: 'spam' } });
-    const body = assertProblem(res, 400, 'VALIDATION_FAILED');
+    const body = assertProblemBody(res, 400, 'VALIDATION_FAILED');
     assert.equal(body.errors[0].field, '/reason');
     assert.equal((await h.admin.client.get(`/api/v1/users/${victim.id}`, { token: h.admin.token })).status, 200);
     // An empty object or no body at all is fine.
@@ -259,11 +259,11 @@ describe('problem+json for every error', () => {
     'a malformed percent-encoding in the path is 400 problem+json with API-Version and X-Request-Id',
     async () => {
       const res = await h.admin.client.get('/api/v1/users/%zz', { token: h.admin.token, headers: { 'x-request-id': 'bad-url-1' } });
-      assertProblem(res, 400, 'VALIDATION_FAILED');
+      assertProblemBody(res, 400, 'VALIDATION_FAILED');
       assertStandardHeaders(res, 'bad url');
       assert.equal(res.body.request_id, 'bad-url-1');
       const long = await h.admin.client.get(`/api/v1/users/${'9'.repeat(150)}`, { token: h.admin.token });
-      assertProblem(long, 400, 'VALIDATION_FAILED');
+      assertProblemBody(long, 400, 'VALIDATION_FAILED');
     },
   );
 });
@@ -365,7 +365,7 @@ describe('If-Match on PUT /api/v1/users/:id', () => {
     const auditBefore = (await auditRows(h.server, 'resource_id = $1', [user.id])).length;
 
     const res = await h.admin.client.put(`/api/v1/users/${user.id}`, { name: 'Lost update', email: `lost-${user.email}` }, { token: h.admin.token, headers: { 'if-match': stale } });
-    assertProblem(res, 412, 'PRECONDITION_FAILED', `/api/v1/users/${user.id}`);
+    assertProblemBody(res, 412, 'PRECONDITION_FAILED', `/api/v1/users/${user.id}`);
     assert.deepEqual(await userRow(user.id), before);
     assert.equal((await auditRows(h.server, 'resource_id = $1', [user.id])).length, auditBefore);
     const weak = await h.admin.client.put(`/api/v1/users/${user.id}`, { name: 'Weak' }, { token: h.admin.token, headers: { 'if-match': `W/${stale}` } });
@@ -407,7 +407,7 @@ describe('cursor pagination on GET /api/v1/users', () => {
   test('limit must be within 1..100', async () => {
     for (const limit of ['0', '101', '-1', '1.5', 'ten']) {
       const res = await h.admin.client.get(`/api/v1/users?limit=${limit}`, { token: h.admin.token });
-      assert.equal(assertProblem(res, 400, 'VALIDATION_FAILED').errors[0].field, '/limit', `limit=${limit}`);
+      assert.equal(assertProblemBody(res, 400, 'VALIDATION_FAILED').errors[0].field, '/limit', `limit=${limit}`);
     }
     assert.equal((await h.admin.client.get('/api/v1/users?limit=1', { token: h.admin.token })).body.data.length, 1);
     assert.equal((await h.admin.client.get('/api/v1/users?limit=100', { token: h.admin.token })).status, 200);
@@ -455,6 +455,6 @@ describe('cursor pagination on GET /api/v1/users', () => {
 
   test('a cursor the API did not issue is 400', async () => {
     const res = await h.admin.client.get('/api/v1/users?cursor=bm90LWEtY3Vyc29y', { token: h.admin.token });
-    assertProblem(res, 400, 'VALIDATION_FAILED');
+    assertProblemBody(res, 400, 'VALIDATION_FAILED');
   });
 });

@@ -16,15 +16,13 @@ import { Client, createUser, loginAdmin } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import { postMessage } from './helpers/factories.js';
 import { ROOT, spawnServer } from './helpers/process.js';
-import { connectRecording } from './helpers/sockets.js';
+import { connectRecording, sleep } from './helpers/sockets.js';
 import { createTestDatabase, startTestServer, type TestDatabase, type TestServer } from './helpers/server.js';
 
 const RULES_DIR = path.join(ROOT, 'deploy/prometheus');
 const RULES = path.join(RULES_DIR, 'teamlog.rules.yml');
 const RULE_TESTS = path.join(RULES_DIR, 'teamlog.rules.test.yml');
 const METRICS_TOKEN = `metrics-${randomBytes(12).toString('hex')}`;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A scrape, read: each sample by its series (`name{labels}`), and each metric family's type. */
 interface Scrape {

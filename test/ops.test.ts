@@ -8,11 +8,10 @@ import { Client, loginAdmin } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import { createTestDatabase, needsPostgres, startTestServer, type TestServer } from './helpers/server.js';
 import { pathOfRoute, routeOfPath, servedRoutes } from './helpers/routes.js';
+import { sleep } from './helpers/sockets.js';
 import { TcpProxy } from './helpers/tcp-proxy.js';
 
 const h = useTestServer();
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The /api/v1 routes the app serves, as [METHOD, path] pairs, read from Fastify's route tree. */
 function servedApiRoutes(app: TestServer['app']): Array<[string, string]> {

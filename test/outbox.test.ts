@@ -11,26 +11,11 @@ import type { Queryable } from '../src/db/database.js';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
 import { isoTimestamp } from '../src/db/timestamps.js';
 import { addEvents, committedOutbox, eventsOf, type OutboxEvent } from '../src/modules/outbox/outbox.js';
+import { eventsNamed, type StoredEvent } from './helpers/factories.js';
 import { useTestDatabase } from './helpers/harness.js';
 import { needsPostgres, type TestDatabase } from './helpers/server.js';
 
 const h = useTestDatabase();
-
-interface StoredEvent {
-  row_id: number;
-  position: number;
-  name: string;
-  room: string;
-  payload: Record<string, unknown>;
-  xact_id: string;
-}
-
-async function eventsNamed(name: string): Promise<StoredEvent[]> {
-  return h.database.owner.query<StoredEvent>(
-    'SELECT row_id, position::int, name, room, payload, xact_id::text AS xact_id FROM outbox_events WHERE name = $1 ORDER BY row_id, position',
-    [name],
-  );
-}
 
 const currentXact = async (tx: { query: TestDatabase['db']['query'] }) =>
   (await tx.query<{ x: string }>('SELECT pg_current_xact_id()::text AS x'))[0]!.x;
@@ -47,7 +32,7 @@ test('writes a transaction\'s events as one row in its transaction: visible afte
     addEvents(tx, events);
     return currentXact(tx);
   });
-  const rows = await eventsNamed(name);
+  const rows = await eventsNamed(h.database.owner, name);
   assert.deepEqual(
     rows.map((r) => ({ room: r.room, payload: r.payload, xact_id: r.xact_id, position: r.position })),
     events.map((e, i) => ({ room: e.room, payload: e.payload, xact_id: xact, position: i + 1 })),
@@ -65,7 +50,7 @@ test('writes nothing when the caller\'s transaction rolls back', async () => {
     }),
     /the change failed/,
   );
-  assert.deepEqual(await eventsNamed(name), []);
+  assert.deepEqual(await eventsNamed(h.database.owner, name), []);
 });
 
 test('writes nothing when a later statement of the same transaction fails in the database', async () => {
@@ -77,7 +62,7 @@ test('writes nothing when a later statement of the same transaction fails in the
     }),
     /division by zero/,
   );
-  assert.deepEqual(await eventsNamed(name), []);
+  assert.deepEqual(await eventsNamed(h.database.owner, name), []);
 });
 
 test('an empty list writes no row; the service may never update an outbox row', async () => {
@@ -97,10 +82,10 @@ test('other connections do not see the events until the transaction commits', { 
   let seenInside = -1;
   await h.database.db.transaction(async (tx) => {
     addEvents(tx, [{ name, room: 'general', payload: {} }]);
-    seenInside = (await eventsNamed(name)).length; // the owner's pool: another connection
+    seenInside = (await eventsNamed(h.database.owner, name)).length; // the owner's pool: another connection
   });
   assert.equal(seenInside, 0);
-  assert.equal((await eventsNamed(name)).length, 1);
+  assert.equal((await eventsNamed(h.database.owner, name)).length, 1);
 });
 
 // The reader over a throwaway table of its own, so that nothing else the database holds gets in the way.
@@ -233,7 +218,7 @@ describe('events sent with an audit record', () => {
     });
     const [record] = await recordsOf(requestId);
     assert.deepEqual({ action: record!.action, xact_id: record!.xact_id }, { action: 'DELETE_TASK', xact_id: xact });
-    const changes = await eventsNamed(name);
+    const changes = await eventsNamed(h.database.owner, name);
     assert.deepEqual(changes.map((r) => [r.room, r.payload.n, r.xact_id, r.position]), [['project:1', 1, xact, 1], ['user:2', 2, xact, 2]]);
     const own = await h.database.owner.query<StoredEvent>(
       `SELECT row_id, position::int, name, room, payload FROM outbox_events WHERE name = 'audit-record' AND (payload->>'id')::bigint = $1`,
@@ -264,7 +249,7 @@ describe('events sent with an audit record', () => {
       /division by zero/,
     );
     assert.deepEqual(await recordsOf(requestId), []);
-    assert.deepEqual(await eventsNamed(name), []);
+    assert.deepEqual(await eventsNamed(h.database.owner, name), []);
   });
 
   test('fail with the record: a record the database refuses (over its bounds) takes its events and the change down too', async () => {
@@ -281,7 +266,7 @@ describe('events sent with an audit record', () => {
       (err: Error & { code?: string }) => err.code === '23514' && /audit_log_bounded/.test(err.message),
     );
     assert.deepEqual(await recordsOf(requestId), []);
-    assert.deepEqual(await eventsNamed(name), []);
-    assert.deepEqual(await eventsNamed(`${name}-change`), [], 'the change before them rolled back too');
+    assert.deepEqual(await eventsNamed(h.database.owner, name), []);
+    assert.deepEqual(await eventsNamed(h.database.owner, `${name}-change`), [], 'the change before them rolled back too');
   });
 });

@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Tx } from '../src/db/database.js';
 import { auditRows, type Response, type Session } from './helpers/client.js';
-import { addMember, createProject, createTask, putMember, uniqueWord } from './helpers/factories.js';
+import { createTask, putMember, team, uniqueWord } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 import { needsPostgres } from './helpers/server.js';
 
@@ -65,17 +65,9 @@ const changeUser = (userId: number, change: 'demote' | 'deactivate') => async (t
 
 const deniedOf = async (res: Response) => auditRows(h.server, `request_id = $1 AND result = 'DENIED'`, [res.headers.get('x-request-id')]);
 
-async function team() {
-  const owner = await h.newUser();
-  const member = await h.newUser();
-  const project = await createProject(owner);
-  await addMember(owner, project.id, member.id);
-  return { owner, member, project };
-}
-
 describe('deterministic: the request queues behind the loss of its right, then is refused', () => {
   test('a member removed while changing a task status: 404, DENIED, the task unchanged', { skip }, async () => {
-    const { member, project } = await team();
+    const { member, project } = await team(h);
     const task = await createTask(member, project.id);
     const res = await whileLosing(removeMembership(project.id, member.id), () =>
       member.client.put(`/api/v1/tasks/${task.id}/status`, { status: 'IN_PROGRESS' }, { token: member.token }));
@@ -86,7 +78,7 @@ describe('deterministic: the request queues behind the loss of its right, then i
   });
 
   test('a member removed while assigning a task: 404, DENIED, the task unassigned', { skip }, async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     const task = await createTask(owner, project.id);
     const res = await whileLosing(removeMembership(project.id, member.id), () =>
       member.client.put(`/api/v1/tasks/${task.id}/assignee`, { assignee_id: owner.id }, { token: member.token }));
@@ -97,7 +89,7 @@ describe('deterministic: the request queues behind the loss of its right, then i
   });
 
   test('a member removed while creating a task: 404, DENIED CREATE_TASK on the project, no task', { skip }, async () => {
-    const { member, project } = await team();
+    const { member, project } = await team(h);
     const title = `Task ${uniqueWord()}`;
     const res = await whileLosing(removeMembership(project.id, member.id), () =>
       member.client.post('/api/v1/tasks', { project_id: project.id, title }, { token: member.token }));
@@ -108,7 +100,7 @@ describe('deterministic: the request queues behind the loss of its right, then i
   });
 
   test('a member removed while posting to the project room: 404, no message', { skip }, async () => {
-    const { member, project } = await team();
+    const { member, project } = await team(h);
     const text = `hello ${uniqueWord()}`;
     const res = await whileLosing(removeMembership(project.id, member.id), () =>
       member.client.post('/api/v1/messages', { room: `project:${project.id}`, text }, { token: member.token }));
@@ -117,7 +109,7 @@ describe('deterministic: the request queues behind the loss of its right, then i
   });
 
   test('an OWNER demoted while renaming the project: 403, the name unchanged', { skip }, async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     assert.equal((await putMember(owner, project.id, member.id, 'OWNER')).status, 200);
     const demote = async (tx: Tx) => {
       await tx.query('SELECT id FROM projects WHERE id = $1 FOR NO KEY UPDATE', [project.id]);
@@ -152,7 +144,7 @@ describe('deterministic: the request queues behind the loss of its right, then i
   });
 
   test('an assignee removed while being assigned: 400, the task not assigned to a non-member', { skip }, async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     const task = await createTask(owner, project.id);
     const res = await whileLosing(removeMembership(project.id, member.id), () =>
       owner.client.put(`/api/v1/tasks/${task.id}/assignee`, { assignee_id: member.id }, { token: owner.token }));
@@ -239,7 +231,7 @@ async function raceRemoval(
 
 describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss of the right`, () => {
   test('a member removed while changing task statuses', { skip }, async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     const tasks = await Promise.all(Array.from({ length: ROUNDS }, () => createTask(owner, project.id)));
     const rounds = await raceRemoval(owner, member, project.id, (i) =>
       member.client.put(`/api/v1/tasks/${tasks[i]!.id}/status`, { status: 'IN_PROGRESS' }, { token: member.token }));
@@ -247,7 +239,7 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
   });
 
   test('a member removed while assigning tasks to themself', { skip }, async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     const tasks = await Promise.all(Array.from({ length: ROUNDS }, () => createTask(owner, project.id)));
     const rounds = await raceRemoval(owner, member, project.id, (i) =>
       member.client.put(`/api/v1/tasks/${tasks[i]!.id}/assignee`, { assignee_id: member.id }, { token: member.token }));
@@ -256,7 +248,7 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
   });
 
   test('a member removed while creating tasks assigned to themself', { skip }, async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     const rounds = await raceRemoval(owner, member, project.id, () =>
       member.client.post('/api/v1/tasks', { project_id: project.id, title: `Task ${uniqueWord()}`, assignee_id: member.id }, { token: member.token }));
     await assertOrdered(rounds, recordIdOf('CREATE_TASK'), recordIdOf('REMOVE_PROJECT_MEMBER'));
@@ -264,7 +256,7 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
   });
 
   test('a member removed while posting to the project room', { skip }, async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     // A user may send 20 messages a second (API.md §6): a second's pause every 15 rounds keeps
     // the rounds about the race, not the message limit.
     const rounds = await raceRemoval(
@@ -277,7 +269,7 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
   });
 
   test('an assignee removed while being assigned', { skip }, async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     const tasks = await Promise.all(Array.from({ length: ROUNDS }, () => createTask(owner, project.id)));
     const rounds = await raceRemoval(owner, member, project.id, (i) =>
       owner.client.put(`/api/v1/tasks/${tasks[i]!.id}/assignee`, { assignee_id: member.id }, { token: owner.token }));
@@ -286,7 +278,7 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
   });
 
   test('an OWNER demoted while renaming the project', { skip }, async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     const rounds: Round[] = [];
     for (let i = 0; i < ROUNDS; i++) {
       assert.equal((await putMember(owner, project.id, member.id, 'OWNER')).status, 200);

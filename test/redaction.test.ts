@@ -9,43 +9,18 @@
 // operator to: DATABASE_URL the service's login, MIGRATION_DATABASE_URL the owner's.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import { databaseSession, migrate } from '../src/db/migrate.js';
-import { createPgliteDatabase } from '../src/db/pglite.js';
+import { describe, test } from 'node:test';
 import { personalDataMatches, personalDataRef, storedPersonalData } from '../src/modules/audit/personal-data.js';
-import { runTeamlog, type CliResult } from './helpers/cli.js';
-import { Client, auditRows, login, loginAdmin, type Session } from './helpers/client.js';
-import type { AuditRecordBody, PageBody } from './helpers/factories.js';
-import { createTestDatabase, needsPostgres, onPostgres, SERVICE_LOGIN, startTestServer, type TestDatabase, type TestServer } from './helpers/server.js';
+import { useCliDatabase } from './helpers/cli.js';
+import { Client, auditRows, login, type Session } from './helpers/client.js';
+import { apiRecord, type AuditRecordBody, type PageBody } from './helpers/factories.js';
+import { needsPostgres, type TestServer } from './helpers/server.js';
 
 const REQUEST_ID = /\bcli-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/;
 const REDACTED = '[redacted]';
 
-let dataDir: string;
-/** PostgreSQL: the test database, kept for the whole file (servers come and go on it). */
-let pgDatabase: TestDatabase | undefined;
-
-before(async () => {
-  dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-redact-'));
-  if (onPostgres) pgDatabase = await createTestDatabase();
-});
-
-after(async () => {
-  await pgDatabase?.drop();
-  rmSync(dataDir, { recursive: true, force: true });
-});
-
-/** The service's own login on the test database (a member of teamlog_app only). */
-const serviceUrl = () => Object.assign(new URL(pgDatabase!.databaseUrl!), { username: SERVICE_LOGIN, password: '' }).toString();
-
-/** `teamlog …` as a child process with exactly this environment (nothing inherited but PATH and HOME). */
-function runCli(args: string[], env?: Record<string, string>): Promise<CliResult> {
-  const database = onPostgres ? { DATABASE_URL: serviceUrl(), MIGRATION_DATABASE_URL: pgDatabase!.databaseUrl! } : {};
-  return runTeamlog(args, { DATA_DIR: dataDir, ...(env ?? database) });
-}
+/** The file's database, kept for the whole file (servers come and go on it), and the CLI on it. */
+const { runCli, withServer } = useCliDatabase({ prefix: 'teamlog-redact-' });
 
 /** Runs the redaction; answers how many values it reports erased and its audit request id. */
 async function redact(userId: number): Promise<{ erased: number; requestId: string }> {
@@ -57,37 +32,11 @@ async function redact(userId: number): Promise<{ erased: number; requestId: stri
   return { erased: Number(erased), requestId };
 }
 
-/** A test server on the file's database for the length of fn (PGlite: one process at a time, so not while the CLI runs). */
-async function withServer(fn: (server: TestServer, admin: Session) => Promise<void>): Promise<void> {
-  let database = pgDatabase;
-  if (!database) {
-    const db = await createPgliteDatabase(path.join(dataDir, 'pglite'), () => {});
-    await migrate(databaseSession(db));
-    database = { name: path.basename(dataDir), db, owner: db, databaseUrl: undefined, drop: () => db.close() };
-  }
-  try {
-    const server = await startTestServer({ database });
-    try {
-      await fn(server, await loginAdmin(server));
-    } finally {
-      await server.close();
-    }
-  } finally {
-    if (!pgDatabase) await database.drop();
-  }
-}
-
 const unique = () => randomBytes(4).toString('hex');
 
 /** Every audit row exactly as stored (all columns, as text), oldest first. */
 async function snapshot(server: TestServer): Promise<Array<{ id: number; r: string }>> {
   return server.owner.query<{ id: number; r: string }>('SELECT id, a::text AS r FROM audit_log a ORDER BY id');
-}
-
-async function apiRecord(admin: Session, id: number): Promise<AuditRecordBody> {
-  const res = await admin.client.get<AuditRecordBody>(`/api/v1/audit-logs/${id}`, { token: admin.token });
-  assert.equal(res.status, 200, res.text);
-  return res.body;
 }
 
 async function apiList(session: Session, pathAndQuery: string): Promise<{ data: AuditRecordBody[]; text: string }> {
@@ -96,7 +45,8 @@ async function apiList(session: Session, pathAndQuery: string): Promise<{ data: 
   return { data: res.body.data, text: res.text };
 }
 
-async function createUser(admin: Session, email: string, password: string): Promise<number> {
+/** A user made for erasing: created, not logged in (a login would be a record naming them). */
+async function createErasableUser(admin: Session, email: string, password: string): Promise<number> {
   const res = await admin.client.post('/api/v1/users', { email, name: 'Erasable', password }, { token: admin.token });
   assert.equal(res.status, 201, res.text);
   return res.body.id as number;
@@ -137,10 +87,10 @@ let redaction: { erased: number; requestId: string };
 describe('teamlog audit redact --user <id>', () => {
   test('a user\'s records name their emails by refs of their own, each a keyed hash of the value that can be checked', async () => {
     await withServer(async (server, admin) => {
-      userId = await createUser(admin, first, password);
+      userId = await createErasableUser(admin, first, password);
       await changeEmail(admin, userId, second);
       await failLogin(server, second);
-      bystanderId = await createUser(admin, bystanderEmail, password);
+      bystanderId = await createErasableUser(admin, bystanderEmail, password);
 
       const [create] = await auditRows(server, `action = 'CREATE_USER' AND resource_id = $1`, [userId]);
       const [update] = await auditRows(server, `action = 'UPDATE_USER_EMAIL' AND resource_id = $1`, [userId]);
@@ -282,7 +232,7 @@ describe('teamlog audit redact --user <id>', () => {
     let goneId = 0;
     let nobodyId = 0;
     await withServer(async (server, admin) => {
-      goneId = await createUser(admin, goneEmail, password);
+      goneId = await createErasableUser(admin, goneEmail, password);
       const deleted = await admin.client.delete(`/api/v1/users/${goneId}`, { token: admin.token });
       assert.equal(deleted.status, 204, deleted.text);
       const [{ m }] = (await server.owner.query<{ m: number }>('SELECT max(id)::int AS m FROM users')) as [{ m: number }];
@@ -357,7 +307,7 @@ describe('teamlog audit redact --user <id>', () => {
       await assert.rejects(server.db.query('DELETE FROM audit_personal_data'), /permission denied/);
       const records = await snapshot(server);
 
-      const refused = await runCli(['audit', 'redact', '--user', String(bystanderId)], { DATA_DIR: dataDir, DATABASE_URL: serviceUrl() });
+      const refused = await runCli(['audit', 'redact', '--user', String(bystanderId)], { MIGRATION_DATABASE_URL: undefined });
       assert.equal(refused.code, 1, refused.stdout + refused.stderr);
       assert.match(refused.stderr, /MIGRATION_DATABASE_URL/);
       assert.doesNotMatch(refused.stdout, /Erased/);

@@ -15,11 +15,11 @@ import pg from 'pg';
 import { generateEd25519PrivateKeyPem } from '../src/modules/audit/integrity/signed-note.js';
 import { ROOT, spawnServer } from './helpers/process.js';
 import { needsRedis, PG_BASE_URL, TEST_REDIS_URL } from './helpers/server.js';
+import { sleep } from './helpers/sockets.js';
 
 const SCRIPT = path.join(ROOT, 'deploy/several-instances.sh');
 const TSX = import.meta.resolve('tsx');
 const LOGIN = 'teamlog_recipe_test';
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const urlOf = (database: string, user = 'postgres', password = '') => {
   const u = new URL(PG_BASE_URL);

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
+import { eventsNamed } from './helpers/factories.js';
 import { useTestDatabase } from './helpers/harness.js';
 import { onPostgres } from './helpers/server.js';
 
@@ -14,9 +15,6 @@ const insertEvent = `INSERT INTO outbox (items) VALUES (json_build_array(json_bu
 // outbox.items is NOT NULL: sending null items is a statement that fails in the database.
 const failingInsert = `INSERT INTO outbox (items) VALUES (NULL)`;
 
-async function eventsNamed(name: string): Promise<number> {
-  return (await h.database.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_events WHERE name = $1', [name]))[0]!.n;
-}
 
 test('a sent statement is in place for the statements after it, and commits with them', async () => {
   const name = `tx-${randomUUID()}`;
@@ -26,7 +24,7 @@ test('a sent statement is in place for the statements after it, and commits with
     return (await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_events WHERE name = $1', [name]))[0]!.n;
   });
   assert.equal(seen, 2);
-  assert.equal(await eventsNamed(name), 2);
+  assert.equal((await eventsNamed(h.database.owner, name)).length, 2);
 });
 
 test('a sent statement that fails before COMMIT rolls back everything, and its own error is thrown', async () => {
@@ -39,7 +37,7 @@ test('a sent statement that fails before COMMIT rolls back everything, and its o
     }),
     (err: { code?: string }) => err.code === '23502',
   );
-  assert.equal(await eventsNamed(name), 0, 'neither the awaited nor the sent rows committed');
+  assert.equal((await eventsNamed(h.database.owner, name)).length, 0, 'neither the awaited nor the sent rows committed');
 });
 
 test('a statement awaited after a failed sent one reports the sent one\'s error, not "transaction aborted"', async () => {
@@ -59,7 +57,7 @@ test('a statement awaited after a failed sent one reports the sent one\'s error,
     (err: { code?: string }) => err.code === '23502',
   );
   assert.equal((afterwards as { code?: string }).code, '25P02', 'the awaited statement only saw an aborted transaction');
-  assert.equal(await eventsNamed(name), 0);
+  assert.equal((await eventsNamed(h.database.owner, name)).length, 0);
 });
 
 test('an error thrown by the use case after sending rolls the sent statements back', async () => {
@@ -71,7 +69,7 @@ test('an error thrown by the use case after sending rolls the sent statements ba
     }),
     /refused after/,
   );
-  assert.equal(await eventsNamed(name), 0);
+  assert.equal((await eventsNamed(h.database.owner, name)).length, 0);
 });
 
 test('after failed transactions every connection is clean: later transactions commit normally', async () => {
@@ -82,7 +80,7 @@ test('after failed transactions every connection is clean: later transactions co
   }
   const name = `tx-${randomUUID()}`;
   await Promise.all(Array.from({ length: 12 }, () => h.database.db.transaction(async (tx) => tx.send(insertEvent, [name]))));
-  assert.equal(await eventsNamed(name), 12);
+  assert.equal((await eventsNamed(h.database.owner, name)).length, 12);
   if (onPostgres) {
     const stuck = await h.database.owner.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`,
@@ -105,7 +103,7 @@ test('concurrent transactions each commit exactly their own sent statements', as
   );
   for (const [i, name] of names.entries()) {
     assert.equal(outcomes[i]!.status, i % 3 === 0 ? 'rejected' : 'fulfilled');
-    assert.equal(await eventsNamed(name), i % 3 === 0 ? 0 : 2, `transaction ${i}`);
+    assert.equal((await eventsNamed(h.database.owner, name)).length, i % 3 === 0 ? 0 : 2, `transaction ${i}`);
   }
 });
 

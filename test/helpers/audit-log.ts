@@ -1,5 +1,6 @@
 // Building an audit log to tamper with and reading what verification says of it: shared by
-// the tamper tests (audit-tamper.test.ts, audit-personal-values.test.ts).
+// the tamper tests (audit-tamper.test.ts, audit-personal-values.test.ts); settled, for every
+// test that waits for the log to be sealed and signed.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import type { Database, Queryable } from '../../src/db/database.js';
@@ -12,6 +13,24 @@ import { createTestDatabase, onPostgres, type TestDatabase, type TestServer } fr
 /** A checkpoint as GET /audit-logs/checkpoints/latest answers it. */
 export interface CheckpointJson { origin: string; tree_size: number; root_hash: string; key_id: string; note: string }
 
+/** Where a log's records are: the sealed records' ids by seq, and its checkpoints. */
+export interface Layout {
+  /** record_id by seq. */
+  seals: number[];
+  /** Checkpoints oldest first. */
+  checkpoints: Array<{ id: number; tree_size: number }>;
+}
+
+export async function layout(q: Queryable): Promise<Layout> {
+  const seals = await q.query<{ seq: number; record_id: number }>('SELECT seq, record_id FROM audit_seal ORDER BY seq');
+  seals.forEach((s, i) => assert.equal(s.seq, i));
+  const checkpoints = await q.query<{ id: number; tree_size: number }>('SELECT id, tree_size FROM audit_checkpoints ORDER BY id');
+  return { seals: seals.map((s) => s.record_id), checkpoints };
+}
+
+/** A tamper: one record deleted (the guards must be down: behindTheBack). */
+export const deleteRecord = (q: Queryable, id: number) => q.query('DELETE FROM audit_log WHERE id = $1', [id]);
+
 /** Audited actions (CREATE_PROJECT), one request each. */
 export async function auditedActions(admin: Session, n: number): Promise<void> {
   for (let i = 0; i < n; i++) {
@@ -20,18 +39,24 @@ export async function auditedActions(admin: Session, n: number): Promise<void> {
   }
 }
 
-/** Waits until every record is sealed and the newest checkpoint covers them all. */
-export async function settled(server: TestServer, admin: Session): Promise<CheckpointJson> {
+/**
+ * Waits until every record is sealed and the newest checkpoint covers them all (signed under
+ * `keyId`, when given), and answers that checkpoint as GET /audit-logs/checkpoints/latest shows it.
+ */
+export async function settled<C extends CheckpointJson = CheckpointJson>(server: TestServer, admin: Session, opts: { keyId?: string } = {}): Promise<C> {
   for (let i = 0; i < 400; i++) {
-    const res = await admin.client.get<CheckpointJson>('/api/v1/audit-logs/checkpoints/latest', { token: admin.token });
-    const [row] = await server.owner.query<{ sealed: number; unsealed: number }>(
-      `SELECT (SELECT count(*)::int FROM audit_seal) AS sealed,
-              (SELECT count(*)::int FROM audit_log a WHERE NOT EXISTS (SELECT 1 FROM audit_seal s WHERE s.record_id = a.id)) AS unsealed`,
+    // One statement, so one snapshot: counts read apart could straddle a sealing batch.
+    const [s] = await server.owner.query<{ records: number; sealed: number; size: number | null; key_id: string | null }>(
+      `SELECT (SELECT count(*)::int FROM audit_log) AS records, (SELECT count(*)::int FROM audit_seal) AS sealed, c.tree_size::int AS size, c.key_id
+         FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT * FROM audit_checkpoints ORDER BY id DESC LIMIT 1) c ON true`,
     );
-    if (res.status === 200 && row!.unsealed === 0 && res.body.tree_size === row!.sealed) return res.body;
+    if (s && s.records === s.sealed && s.size === s.sealed && (opts.keyId === undefined || s.key_id === opts.keyId)) {
+      const res = await admin.client.get<C>('/api/v1/audit-logs/checkpoints/latest', { token: admin.token });
+      if (res.status === 200 && res.body.tree_size === s.size && res.body.key_id === s.key_id) return res.body;
+    }
     await new Promise((r) => setTimeout(r, 50));
   }
-  throw new Error('the log did not settle: records left unsealed or no checkpoint covers them');
+  throw new Error(`the log did not settle: records left unsealed or no checkpoint${opts.keyId ? ` under ${opts.keyId}` : ''} covers them`);
 }
 
 /** Batches of audited actions, each settled (so signed) before the next: a log with several checkpoints. */

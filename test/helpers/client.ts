@@ -108,6 +108,12 @@ export async function auditCount(server: TestServer): Promise<number> {
   return rows[0]!.n;
 }
 
+/** The newest audit record's id (0 when there is none). */
+export async function maxAuditId(server: TestServer): Promise<number> {
+  const rows = await server.owner.query<{ m: number | null }>('SELECT max(id) AS m FROM audit_log');
+  return rows[0]!.m ?? 0;
+}
+
 /**
  * An RFC 9457 problem answer with this status and code (or one of these codes): the media
  * type, the status and code in the body, a detail, and the request id of the response.

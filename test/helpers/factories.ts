@@ -4,6 +4,7 @@
 // so a broken factory never passes for a broken feature.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import type { Queryable } from '../../src/db/database.js';
 import { auditRows, type Response, type Session } from './client.js';
 import type { TestServer } from './server.js';
 
@@ -92,6 +93,22 @@ export interface NotificationRow {
  */
 export const uniqueWord = (prefix = 'w') => `${prefix}${randomBytes(6).toString('hex').replace(/[0-9]/g, (d) => 'abcdefghij'[Number(d)]!)}`;
 
+/**
+ * A project owned by a new user, with `members` new users added as MEMBERs (`member` is the
+ * first of them; with none, there is none). `h` makes the users (useTestServer's harness).
+ */
+export async function team(h: { newUser(): Promise<Session> }, members = 1) {
+  const owner = await h.newUser();
+  const project = await createProject(owner);
+  const others: Session[] = [];
+  for (let i = 0; i < members; i++) {
+    const m = await h.newUser();
+    await addMember(owner, project.id, m.id);
+    others.push(m);
+  }
+  return { owner, project, projectId: project.id, members: others, member: others[0]! };
+}
+
 /** Creates a project through the API; `by` becomes its OWNER. */
 export async function createProject(by: Session, opts: { name?: string; description?: string } = {}): Promise<ProjectBody> {
   const body: Record<string, string> = { name: opts.name ?? `Project ${uniqueWord()}` };
@@ -143,9 +160,46 @@ export async function countRows(server: TestServer, sql: string, params: unknown
   return rows[0]!.n;
 }
 
+/** How many tasks a project has (owner connection). */
+export const tasksInProject = (server: TestServer, projectId: number) => countRows(server, 'tasks WHERE project_id = $1', [projectId]);
+
 /** Events in the outbox (one per item of its rows: the outbox_events view), oldest first; `id` is the row's. */
 export function eventRows(server: TestServer, where: string, params: unknown[] = []): Promise<EventRow[]> {
   return server.owner.query<EventRow>(`SELECT row_id AS id, name, room, payload FROM outbox_events WHERE ${where} ORDER BY row_id, position`, params);
+}
+
+/** An event as the outbox_events view holds it. */
+export interface StoredEvent {
+  row_id: number;
+  position: number;
+  name: string;
+  room: string;
+  payload: Record<string, unknown>;
+  xact_id: string;
+}
+
+/** The events of this name in the outbox, oldest first (read through `q`, e.g. the owner's connection). */
+export function eventsNamed(q: Queryable, name: string): Promise<StoredEvent[]> {
+  return q.query<StoredEvent>(
+    'SELECT row_id, position::int, name, room, payload, xact_id::text AS xact_id FROM outbox_events WHERE name = $1 ORDER BY row_id, position',
+    [name],
+  );
+}
+
+/** A user's row as stored (owner connection); undefined when there is none. */
+export async function userRow(server: TestServer, id: number) {
+  const rows = await server.owner.query<{ id: number; email: string; name: string; role: string; active: boolean; version: number }>(
+    'SELECT id, email, name, role, active, version FROM users WHERE id = $1',
+    [id],
+  );
+  return rows[0];
+}
+
+/** A record as the API shows it to an ADMIN (personal data resolved); fails unless it is 200. */
+export async function apiRecord(admin: Session, id: number): Promise<AuditRecordBody> {
+  const res = await admin.client.get<AuditRecordBody>(`/api/v1/audit-logs/${id}`, { token: admin.token });
+  assert.equal(res.status, 200, res.text);
+  return res.body;
 }
 
 /** Stored notifications, oldest first. */
