@@ -3,10 +3,10 @@ import { pageRequest, sendPage } from '../../http/pagination.js';
 import { authedContext } from '../../http/request-context.js';
 import { createScanSlots } from '../../http/scan-slots.js';
 import { IdParams, Page, errorResponses } from '../../http/schemas.js';
-import { requireAuditor } from './audit-access.js';
+import { requireAuditor } from './audit.policy.js';
 import { AuditQuery, AuditRecord } from './audit.schemas.js';
 import type { AuditService } from './audit.service.js';
-import { registerEvidenceRoutes } from './evidence.routes.js';
+import { registerEvidenceRoutes } from './integrity/evidence.routes.js';
 import type { EvidenceService } from './integrity/evidence.service.js';
 
 const security = [{ bearer: [] }];

@@ -11,7 +11,7 @@ import type { Database } from '../../../db/database.js';
 import type { Actor } from '../../../context.js';
 import { liveActor } from '../../sessions/session-verdict.js';
 import { lookupSession } from '../../sessions/sessions.repository.js';
-import { requireAuditor } from '../audit-access.js';
+import { requireAuditor } from '../audit.policy.js';
 import { findAuditRecord, type AuditFilters } from '../audit.repository.js';
 import { conflict, invalid, notFound } from '../../../domain/errors.js';
 import { checkCheckpoint } from './checkpoint-check.js';

@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
-import { Count, Id, StringEnum, Timestamp, named } from '../../http/schemas.js';
-import { AuditQuery, AuditRecord } from './audit.schemas.js';
+import { Count, Id, StringEnum, Timestamp, named } from '../../../http/schemas.js';
+import { AuditQuery, AuditRecord } from '../audit.schemas.js';
 
 const Base64Hash = Type.String({ maxLength: 44, pattern: '^[A-Za-z0-9+/]{43}=$', description: 'SHA-256, standard base64 (32 bytes)' });
 const TreeSize = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, format: 'int64', description: 'A number of sealed records' });
