@@ -18,4 +18,21 @@ export interface Deps {
   /** Told by the runner after each commit that carried an audit record or events; the relay and the sealer listen. */
   commits: CommitSignal;
   log: FastifyBaseLogger;
+  /** Hooks a test gives when it wires the service (test/helpers/server.ts); none in production. */
+  testHooks?: TestHooks;
+}
+
+/**
+ * What a test may change in how the service runs, given to createDeps (src/runtime.ts). These
+ * are deliberately not configuration. Typed here by shape: the modules that read them import
+ * Deps, so this file imports none of them.
+ */
+export interface TestHooks {
+  /**
+   * Awaited between packing a batch of events and sending it (realtime/delivery.ts): the window
+   * in which a reconnecting socket's catch-up can overtake live delivery.
+   */
+  beforeDeliverySend?: (events: ReadonlyArray<{ event_id: number; name: string; room: string; payload: Record<string, unknown> }>) => Promise<void>;
+  /** Shorter audit webhook timings, in ms (WebhookTuning in audit/integrity/webhook.ts): backoff, timeout, lease, poll. */
+  webhookTuning?: Partial<Record<'retryBaseMs' | 'retryCapMs' | 'timeoutMs' | 'leaseMs' | 'pollMs', number>>;
 }

@@ -4,7 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
-import type { Deps } from './deps.js';
+import type { Deps, TestHooks } from './deps.js';
 import { createAuditWriter } from './modules/audit/audit.writer.js';
 import { loadSigningKey } from './modules/audit/integrity/signing-key.js';
 import { loadSecrets } from './secrets.js';
@@ -12,11 +12,12 @@ import { createServices } from './services.js';
 import { CommitSignal } from './use-cases/commit-signal.js';
 import { createRunner } from './use-cases/runner.js';
 
-export function createDeps(config: Config, db: Database, log: FastifyBaseLogger): Deps {
+/** `testHooks`: only tests give them (deps.ts). */
+export function createDeps(config: Config, db: Database, log: FastifyBaseLogger, testHooks?: TestHooks): Deps {
   const secrets = loadSecrets(config, (msg) => log.warn(msg));
   const signingKey = loadSigningKey(config, (msg) => log.warn(msg));
   const commits = new CommitSignal();
-  return { config, db, secrets, signingKey, run: createRunner(db, createAuditWriter(secrets.personalDataKey), commits), commits, log };
+  return { config, db, secrets, signingKey, run: createRunner(db, createAuditWriter(secrets.personalDataKey), commits), commits, log, testHooks };
 }
 
 export async function createApp(deps: Deps) {

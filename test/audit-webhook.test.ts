@@ -11,13 +11,11 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { recordLeaf, type SealedRecord } from '../src/modules/audit/integrity/sealed-form.js';
 import { generateEd25519PrivateKeyPem } from '../src/modules/audit/integrity/signed-note.js';
-import { webhookTuningForTests } from '../src/modules/audit/integrity/workers.js';
 import { createUser, loginAdmin, type Session } from './helpers/client.js';
 import { createTestDatabase, startTestServer, type TestDatabase, type TestServer } from './helpers/server.js';
 
-// Short timings, for this file's servers only (set before any is built): the defaults back off
-// up to a minute, and a lease lasts 5 s.
-Object.assign(webhookTuningForTests, { retryBaseMs: 20, retryCapMs: 250, timeoutMs: 800, leaseMs: 1500, pollMs: 150 });
+// Short timings, for this file's servers: the defaults back off up to a minute, and a lease lasts 5 s.
+const hooks = { webhookTuning: { retryBaseMs: 20, retryCapMs: 250, timeoutMs: 800, leaseMs: 1500, pollMs: 150 } };
 
 const SECRET = 'webhook-secret-for-tests-0123456789';
 
@@ -140,7 +138,7 @@ const servers: TestServer[] = [];
 let env: Record<string, string>;
 
 async function start(extra: Record<string, string> = {}): Promise<TestServer> {
-  const server = await startTestServer({ database, env: { ...env, ...extra } });
+  const server = await startTestServer({ database, env: { ...env, ...extra }, hooks });
   servers.push(server);
   return server;
 }
@@ -385,7 +383,7 @@ describe('the audit webhook', () => {
 
   test('AUDIT_WEBHOOK_URL without AUDIT_WEBHOOK_SECRET stops the start, naming the secret: deliveries are never unsigned', async () => {
     // No Redis: the half-built app is never closed (a real start exits), and its client would hold the test open.
-    await assert.rejects(startTestServer({ database, env: { AUDIT_CHECKPOINT_INTERVAL_MS: '100', AUDIT_WEBHOOK_URL: receiver.url, REDIS_URL: '' } }), /AUDIT_WEBHOOK_SECRET/);
+    await assert.rejects(startTestServer({ database, env: { AUDIT_CHECKPOINT_INTERVAL_MS: '100', AUDIT_WEBHOOK_URL: receiver.url, REDIS_URL: '' }, hooks }), /AUDIT_WEBHOOK_SECRET/);
   });
 
   test('two instances never POST at the same time, and the stream stays in seq order', async () => {

@@ -5,14 +5,16 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { SignJWT } from 'jose';
+import type { NumberedEvent } from '../src/modules/outbox/outbox.js';
 import { Client, login, type Session } from './helpers/client.js';
-import { addMember, createProject, createTask, postMessage, uniqueWord } from './helpers/factories.js';
+import { addMember, createProject, createTask, postMessage, team, uniqueWord } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 import { needsPostgres, startTestServer } from './helpers/server.js';
-import { deliveryPauseForTests } from '../src/realtime/delivery.js';
 import { connect, connectRecording, disconnection, emitRaw, emitWithAck, rawAck, sleep, type ClientSocket, type Recorder } from './helpers/sockets.js';
 
-const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
+/** Set by a test to hold live delivery between packing a batch and sending it (the service's beforeDeliverySend hook). */
+const deliveryPause: { beforeSend?: (events: readonly NumberedEvent[]) => Promise<void> } = {};
+const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' }, hooks: { beforeDeliverySend: async (events) => deliveryPause.beforeSend?.(events as readonly NumberedEvent[]) } });
 
 const open: ClientSocket[] = [];
 async function socketOf(session: Session | undefined, opts: Parameters<typeof connect>[1] = {}): Promise<{ socket: ClientSocket; rec: Recorder }> {
@@ -31,15 +33,6 @@ async function refusal(session: Session | undefined, opts: Parameters<typeof con
     return err as Error;
   }
   assert.fail('the handshake was accepted');
-}
-
-async function team() {
-  const owner = await h.newUser();
-  const member = await h.newUser();
-  const outsider = await h.newUser();
-  const project = await createProject(owner);
-  await addMember(owner, project.id, member.id);
-  return { owner, member, outsider, project };
 }
 
 describe('the handshake', () => {
@@ -80,7 +73,8 @@ describe('the handshake', () => {
 
 describe('events reach the rooms they belong to, after commit, each with an event_id', () => {
   test('new-message to general reaches everyone; to a project room only its members (and not an outsider)', async () => {
-    const { owner, member, outsider, project } = await team();
+    const { owner, member, project } = await team(h);
+    const outsider = await h.newUser();
     const [o, m, x] = await Promise.all([socketOf(owner), socketOf(member), socketOf(outsider)]);
     const general = await postMessage(member, 'general', `hello ${uniqueWord()}`);
     const inProject = await postMessage(owner, `project:${project.id}`, `team ${uniqueWord()}`);
@@ -96,7 +90,7 @@ describe('events reach the rooms they belong to, after commit, each with an even
   });
 
   test('task-created, task-updated and task-deleted reach the project room; new-notification reaches the assignee', async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     const m = await socketOf(member);
     const task = await createTask(owner, project.id, { assignee_id: member.id });
     const created = (await m.rec.waitFor((e) => e.name === 'task-created' && e.payload.id === task.id)).payload;
@@ -124,7 +118,7 @@ describe('events reach the rooms they belong to, after commit, each with an even
   });
 
   test('a change whose transaction fails produces no event, on any namespace', async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     const m = await socketOf(member);
     const admin = await socketOf(h.admin, { namespace: '/admin' });
     const doomed = `Doomed ${uniqueWord()}`;
@@ -290,7 +284,7 @@ describe('revocation disconnects at once', () => {
 
 describe('replay', () => {
   test('a client that reconnects with last_event_id receives exactly what it missed, in order, then live events', async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     const first = await socketOf(member);
     const seen = await postMessage(owner, `project:${project.id}`);
     const lastEventId = (await first.rec.waitFor((e) => e.name === 'new-message' && e.payload.id === seen.id)).payload.event_id as number;
@@ -313,7 +307,7 @@ describe('replay', () => {
   });
 
   test('an event live delivery still holds when the catch-up has replayed it is sent once (the catch-up overtook delivery)', async () => {
-    const { owner, member, project } = await team();
+    const { owner, member, project } = await team(h);
     const room = `project:${project.id}`;
     const first = await socketOf(member);
     const seen = await postMessage(owner, room);
@@ -324,9 +318,9 @@ describe('replay', () => {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (holding = resolve));
     const released = new Promise<void>((resolve) => (release = resolve));
-    deliveryPauseForTests.beforeSend = async (events) => {
+    deliveryPause.beforeSend = async (events) => {
       if (!events.some((e) => e.room === room && e.name === 'new-message')) return;
-      deliveryPauseForTests.beforeSend = undefined;
+      deliveryPause.beforeSend = undefined;
       holding();
       await released;
     };
@@ -342,7 +336,7 @@ describe('replay', () => {
       const received = again.rec.events.filter((e) => e.name === 'new-message').map((e) => e.payload.id);
       assert.deepEqual(received, [missed.id, live.id], 'the held message once (not again when delivery went on), then live ones');
     } finally {
-      deliveryPauseForTests.beforeSend = undefined;
+      deliveryPause.beforeSend = undefined;
       release();
       closeAll();
     }

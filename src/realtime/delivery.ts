@@ -113,12 +113,14 @@ export async function packetsFor(events: NumberedEvent[], db: Queryable): Promis
   return packets;
 }
 
-/**
- * For tests only, empty in production: awaited between packing a batch and sending it, the
- * window in which a reconnecting socket's catch-up can overtake live delivery
- * (test/realtime.test.ts holds a batch there to show that the socket still gets it once).
- */
-export const deliveryPauseForTests: { beforeSend?: (events: NumberedEvent[]) => Promise<void> } = {};
+export interface DeliveryOptions {
+  /**
+   * For tests only (Deps.testHooks), none in production: awaited between packing a batch and
+   * sending it, the window in which a reconnecting socket's catch-up can overtake live delivery
+   * (test/realtime.test.ts holds a batch there to show that the socket still gets it once).
+   */
+  beforeSend?: (events: NumberedEvent[]) => Promise<void>;
+}
 
 interface Sent {
   event: RelayedEvent;
@@ -161,7 +163,7 @@ function emitLagObserver(db: Queryable, namespaces: Namespaces) {
   };
 }
 
-export function createDelivery(namespaces: Namespaces, catchingUp: CatchingUp, db: Queryable) {
+export function createDelivery(namespaces: Namespaces, catchingUp: CatchingUp, db: Queryable, opts: DeliveryOptions = {}) {
   const control = controlHandlers(namespaces);
   const nsFor = (name: string): RealtimeNamespace | undefined =>
     REPLAYABLE['/'].includes(name) ? namespaces.main : REPLAYABLE['/admin'].includes(name) ? namespaces.admin : undefined;
@@ -169,7 +171,7 @@ export function createDelivery(namespaces: Namespaces, catchingUp: CatchingUp, d
 
   return async function deliver(events: NumberedEvent[]): Promise<void> {
     const packets = await packetsFor(events, db);
-    await deliveryPauseForTests.beforeSend?.(events);
+    await opts.beforeSend?.(events);
     const sent: Sent[] = [];
     for (const e of events) {
       const apply = control[e.name];

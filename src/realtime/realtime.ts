@@ -72,7 +72,7 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
   });
   const namespaces: Namespaces = { main: io.of('/'), admin: io.of('/admin') };
   const catchingUp = new CatchingUp();
-  const dispatcher = new Dispatcher(db, createDelivery(namespaces, catchingUp, db), log);
+  const dispatcher = new Dispatcher(db, createDelivery(namespaces, catchingUp, db, { beforeSend: deps.testHooks?.beforeDeliverySend }), log);
   const relay = createRelay(db, log, (events) => dispatcher.offer(events));
   const presence = createPresence({ redis, keyPrefix: config.redisKeyPrefix, instanceId, onError: (err) => log.warn({ err }, 'presence: Redis failed; retrying') });
   const trusted = trustedNetworks(config.trustProxy);

@@ -16,6 +16,7 @@ import { APP_ROLE, createPostgresDatabase } from '../../src/db/postgres.js';
 import type { Deps } from '../../src/deps.js';
 import { ensureFirstAdmin } from '../../src/first-admin.js';
 import { createLogger } from '../../src/logger.js';
+import type { TestHooks } from '../../src/deps.js';
 import { createApp, createDeps } from '../../src/runtime.js';
 import type { App } from '../../src/app.js';
 
@@ -180,6 +181,8 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** Reuse an existing database (a second instance on the same data). */
   database?: TestDatabase;
+  /** Test hooks the service is wired with (src/deps.ts TestHooks), e.g. shorter webhook timings. */
+  hooks?: TestHooks;
 }
 
 export async function startTestServer(opts: StartOptions = {}): Promise<TestServer> {
@@ -203,7 +206,7 @@ export async function startTestServer(opts: StartOptions = {}): Promise<TestServ
     ...opts.env,
   });
   const log = createLogger(config.logLevel);
-  const deps = createDeps(config, database.db, log);
+  const deps = createDeps(config, database.db, log, opts.hooks);
   await ensureFirstAdmin(deps);
   const { app } = await createApp(deps);
   try {

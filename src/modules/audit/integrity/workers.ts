@@ -9,14 +9,8 @@ import type { Deps } from '../../../deps.js';
 import { auditWebhookMetrics } from '../../../ops/metrics.js';
 import type { EvidenceService } from './evidence.service.js';
 import { createSealing } from './sealer.js';
-import { createAuditWebhook, receiverOf, type AuditWebhook, type WebhookTuning } from './webhook.js';
+import { createAuditWebhook, receiverOf, type AuditWebhook } from './webhook.js';
 import { webhookLag } from './webhook.repository.js';
-
-/**
- * Shorter webhook timings for tests (backoff, lease, poll), read when an app is built. Empty in
- * production: these are deliberately not configuration.
- */
-export const webhookTuningForTests: Partial<WebhookTuning> = {};
 
 export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: EvidenceService, onSealed?: () => void): void {
   // The log's identity is settled at start on every instance, so that one holding a key the log
@@ -32,7 +26,7 @@ export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: E
   if (url && secret) {
     const receiver = receiverOf(url);
     const failures = auditWebhookMetrics(app.metricsRegistry, () => webhookLag(deps.db, receiver));
-    webhook = createAuditWebhook({ db: deps.db, url, secret, log: deps.log, tuning: { ...webhookTuningForTests }, onFailure: (reason) => failures.inc({ reason }) });
+    webhook = createAuditWebhook({ db: deps.db, url, secret, log: deps.log, tuning: { ...deps.testHooks?.webhookTuning }, onFailure: (reason) => failures.inc({ reason }) });
   }
   let stop: (() => Promise<void>) | undefined;
   app.addHook('onReady', async () => {
