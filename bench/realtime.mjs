@@ -16,7 +16,7 @@
 // (--quick: fewer clients and messages, written to the temp directory instead).
 // Timings are reported, never asserted. Every wait is bounded; the script ends by itself, kills
 // both servers and drops its database.
-import { spawn, execSync } from 'node:child_process';
+import { execSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
@@ -25,6 +25,7 @@ import pg from 'pg';
 import { io as connectSocket } from 'socket.io-client';
 import WebSocket from 'ws';
 import { CLOCK_TICKS, cpuMeter, cpuMicros, postgresCpu as pgCpu, postgresCpuSince as pgCpuSince } from './cpu.mjs';
+import { children, login, rssKb, rssSampler, sleep, startProcess, stop } from './lib.mjs';
 
 const args = process.argv.slice(2);
 const QUICK = args.includes('--quick');
@@ -56,70 +57,12 @@ const PORTS = { teamlog: 3411, bare: 3412, teamlogInspector: 9341, bareInspector
 /** The whole run, including its build and logins, ends by this or is torn down. */
 const WATCHDOG_MS = (QUICK ? 8 : 25) * 60_000;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const dbUrl = (name) => Object.assign(new URL(PG_BASE), { pathname: `/${name}` }).toString();
 const log = (msg) => process.stderr.write(`${msg}\n`);
 const round1 = (n) => (n === null || n === undefined || !Number.isFinite(n) ? null : Math.round(n * 10) / 10);
 const round3 = (n) => (n === null || n === undefined || !Number.isFinite(n) ? null : Math.round(n * 1000) / 1000);
 
 // ── processes and /proc ───────────────────────────────────────────────────────────────
-const children = new Set();
-process.on('exit', () => {
-  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
-});
-
-async function startProcess(name, script, env, port, readyPath, flags) {
-  const child = spawn(process.execPath, [...flags, script], { env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: ['ignore', 'ignore', 'pipe'] });
-  children.add(child);
-  let stderr = '';
-  child.stderr.on('data', (d) => {
-    stderr += d;
-    if (stderr.length > 100_000) stderr = stderr.slice(-50_000);
-  });
-  child.stderrText = () => stderr;
-  for (let i = 0; i < 240; i++) {
-    try {
-      const res = await fetch(`http://127.0.0.1:${port}${readyPath}`);
-      if (res.ok) return child;
-    } catch {
-      /* not yet */
-    }
-    if (child.exitCode !== null) throw new Error(`${name} exited: ${stderr}`);
-    await sleep(250);
-  }
-  throw new Error(`${name} did not become ready: ${stderr}`);
-}
-
-async function stop(child) {
-  if (!child || child.exitCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  if ((await Promise.race([exited.then(() => true), sleep(15_000).then(() => false)])) === false) {
-    child.kill('SIGKILL');
-    await exited;
-  }
-}
-
-function rssKb(pid) {
-  try {
-    const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
-    return m ? Number(m[1]) : 0;
-  } catch {
-    return 0;
-  }
-}
-
-/** Peak resident memory of each process, sampled every 200 ms for the whole run. */
-function rssSampler(pids) {
-  const peak = Object.fromEntries(Object.keys(pids).map((k) => [k, 0]));
-  const read = () => {
-    for (const [k, pid] of Object.entries(pids)) peak[k] = Math.max(peak[k], rssKb(pid));
-  };
-  read();
-  const timer = setInterval(read, 200);
-  return { peak: () => (read(), { ...peak }), stop: () => clearInterval(timer) };
-}
-
 const postgresCpu = () => pgCpu(DB_NAME);
 const postgresCpuSince = (before) => pgCpuSince(before, DB_NAME);
 
@@ -295,17 +238,6 @@ async function seedDatabase(passwordHash) {
 }
 
 // ── HTTP ───────────────────────────────────────────────────────────────────────────────
-/**
- * Each user from an address of its own behind the trusted proxy (as bench/run.mjs does, and as
- * production sees many users): parallel logins from one address are what the throttle stops.
- */
-async function login(base, email, password, n = 0) {
-  const headers = { 'content-type': 'application/json', 'x-forwarded-for': `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}` };
-  const res = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers, body: JSON.stringify({ email, password }) });
-  if (!res.ok) throw new Error(`login ${email}: ${res.status} ${await res.text()}`);
-  return (await res.json()).access_token;
-}
-
 /** Runs `fn(i)` for i in [0, n) with at most `limit` at a time. */
 async function pool(n, limit, fn) {
   let next = 0;
@@ -779,8 +711,8 @@ async function main() {
       RATE_LIMIT_PER_MINUTE: '0', LOG_LEVEL: 'warn', MALLOC_ARENA_MAX: '2', ACCESS_TOKEN_TTL: '3600', REDIS_URL: '', TRUST_PROXY: '127.0.0.1/32',
     };
     const teamlogFlags = [`--inspect-port=127.0.0.1:${PORTS.teamlogInspector}`, ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])];
-    teamlogChild = await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), env, PORTS.teamlog, '/health/ready', teamlogFlags);
-    bareChild = await startProcess('bare', path.join(ROOT, 'bench/baseline/socketio.mjs'), { MALLOC_ARENA_MAX: '2' }, PORTS.bare, '/health', [`--inspect-port=127.0.0.1:${PORTS.bareInspector}`]);
+    teamlogChild = await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), env, PORTS.teamlog, { readyPath: '/health/ready', flags: teamlogFlags });
+    bareChild = await startProcess('bare', path.join(ROOT, 'bench/baseline/socketio.mjs'), { MALLOC_ARENA_MAX: '2' }, PORTS.bare, { readyPath: '/health', flags: [`--inspect-port=127.0.0.1:${PORTS.bareInspector}`] });
     const pids = { teamlog: teamlogChild.pid, bare: bareChild.pid };
     ours.pids = [pids.teamlog, pids.bare];
     sampler = rssSampler(pids);
@@ -793,7 +725,7 @@ async function main() {
       tokens[i] = await login(base, `rt${i + 1}@bench.local`, PASSWORD, i + 1);
       if ((i + 1) % 200 === 0) log(`  ${i + 1} logged in`);
     });
-    const senderToken = await login(base, 'rt-sender@bench.local', PASSWORD);
+    const senderToken = await login(base, 'rt-sender@bench.local', PASSWORD, 0);
     const loginSeconds = (performance.now() - tLogin) / 1000;
     log(`logged in in ${loginSeconds.toFixed(1)} s (${(CLIENTS / loginSeconds).toFixed(0)}/s)`);
 

@@ -8,14 +8,15 @@
 // Then the same scenarios against embedded PGlite (a smaller seed: WASM seeding is slow).
 // Writes bench/results/latest.md and one JSON line per scenario to bench/results/latest.jsonl.
 // Timings are reported, never asserted.
-import { spawn, execSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { auditEvidenceBench, auditEvidenceMarkdown, waitSealed, waitSealedHttp } from './audit-evidence.mjs';
 import { cpuMeter as meterCpu } from './cpu.mjs';
+import { login, rssSampler, startProcess, stop } from './lib.mjs';
 import { installWalInspect, writeCost, writeCostText, writeCounters } from './write-cost.mjs';
 
 const args = process.argv.slice(2);
@@ -55,7 +56,6 @@ const ADMIN = { email: 'bench-admin@bench.local', password: 'bench-admin-passwor
 const JWT_SECRET = 'bench-secret-'.padEnd(48, 'x');
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const dbUrl = (name) => Object.assign(new URL(PG_BASE), { pathname: `/${name}` }).toString();
 
 function log(msg) {
@@ -177,50 +177,10 @@ async function seedPglite(dataDir, volume, passwordHash) {
 /** What each server answers once it is ready (its database included). */
 const READY_PATH = { teamlog: '/health/ready', baseline: '/tasks?limit=1', bare: '/health' };
 
-async function startProcess(name, script, env, port) {
+/** Starts one of the servers compared, and waits until it answers READY_PATH. */
+function startServer(name, script, env, port) {
   const flags = PROFILE && name === 'teamlog' ? ['--cpu-prof', `--cpu-prof-dir=${path.join(ROOT, 'bench/results/profiles')}`] : [];
-  const child = spawn(process.execPath, [...flags, script], { env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d) => (stderr += d));
-  for (let i = 0; i < 240; i++) {
-    try {
-      const res = await fetch(`http://127.0.0.1:${port}${READY_PATH[name]}`);
-      if (res.ok) return child;
-    } catch {
-      /* not yet */
-    }
-    if (child.exitCode !== null) throw new Error(`${name} exited: ${stderr}`);
-    await sleep(250);
-  }
-  throw new Error(`${name} did not become ready: ${stderr}`);
-}
-
-async function stop(child) {
-  if (!child || child.exitCode !== null) return;
-  child.kill('SIGTERM');
-  await new Promise((r) => child.once('exit', r));
-}
-
-/** Peak resident memory of a process, sampled while a scenario runs. */
-function rssSampler(pid) {
-  let peak = 0;
-  const read = () => {
-    try {
-      const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
-      if (m) peak = Math.max(peak, Number(m[1]) * 1024);
-    } catch {
-      /* exited */
-    }
-  };
-  read();
-  const timer = setInterval(read, 200);
-  return { stop: () => (clearInterval(timer), read(), peak) };
-}
-
-async function login(base, email, password) {
-  const res = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) });
-  if (!res.ok) throw new Error(`login ${email}: ${res.status} ${await res.text()}`);
-  return (await res.json()).access_token;
+  return startProcess(name, script, env, port, { readyPath: READY_PATH[name], flags });
 }
 
 // ── scenarios ──────────────────────────────────────────────────────────────────────────
@@ -427,12 +387,12 @@ async function runScenarios(label, servers, ctx, options) {
     for (const key of baselinesOf(sc)) await measure(servers[key], sc[key], WARMUP);
   }
   for (const sc of scenarios(ctx).filter((x) => !ONLY || x.name === ONLY)) {
-    const sampler = rssSampler(teamlog.child.pid);
+    const sampler = rssSampler({ teamlog: teamlog.child.pid });
     const run = (key) => measuredRun(servers[key], sc[key], sc, options);
     const keys = baselinesOf(sc);
     const pairs = keys.length ? await pairedRounds(keys, run) : {};
     const alone = keys.length ? undefined : await run('teamlog');
-    const row = scenarioRow(label, sc, pairs, alone, sampler.stop());
+    const row = scenarioRow(label, sc, pairs, alone, sampler.stop().teamlog * 1024);
     rows.push(row);
     logRow(row);
   }
@@ -592,9 +552,9 @@ async function main() {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-bench-'));
   let teamlog, baseline, bare;
   try {
-    teamlog = { port: 3401, db: teamlogDb, child: await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATABASE_URL: teamlogDb.url, DATA_DIR: dataDir }, 3401) };
-    baseline = { port: 3402, db: teamlogDb, child: await startProcess('baseline', path.join(ROOT, 'bench/baseline/server.mjs'), { DATABASE_URL: teamlogDb.url, BENCH_USER_ID: String(ctxPg.bench) }, 3402) };
-    bare = { port: 3404, db: bareDb, child: await startProcess('bare', path.join(ROOT, 'bench/baseline/bare.mjs'), { DATABASE_URL: bareDb.url, BENCH_USER_ID: String(ctxPg.bench) }, 3404) };
+    teamlog = { port: 3401, db: teamlogDb, child: await startServer('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATABASE_URL: teamlogDb.url, DATA_DIR: dataDir }, 3401) };
+    baseline = { port: 3402, db: teamlogDb, child: await startServer('baseline', path.join(ROOT, 'bench/baseline/server.mjs'), { DATABASE_URL: teamlogDb.url, BENCH_USER_ID: String(ctxPg.bench) }, 3402) };
+    bare = { port: 3404, db: bareDb, child: await startServer('bare', path.join(ROOT, 'bench/baseline/bare.mjs'), { DATABASE_URL: bareDb.url, BENCH_USER_ID: String(ctxPg.bench) }, 3404) };
     const base = `http://127.0.0.1:${teamlog.port}`;
     // The seeded records were written behind the service's back: it seals them first, and the
     // scenarios start once it has (what that takes is a figure of its own).
@@ -607,7 +567,7 @@ async function main() {
       await stop(teamlog.child);
       await stop(baseline.child);
       await stop(bare.child);
-      const startTeamlog = async (env, port) => ({ port, child: await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATABASE_URL: dbUrl(DB_NAME), DATA_DIR: dataDir, ...env }, port) });
+      const startTeamlog = async (env, port) => ({ port, child: await startServer('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATABASE_URL: dbUrl(DB_NAME), DATA_DIR: dataDir, ...env }, port) });
       evidence = await auditEvidenceBench({
         root: ROOT, url: dbUrl(DB_NAME), dataDir, serverEnv, startTeamlog, stop, measure, settle: settler([teamlogDb]), rssSampler, cpuMeter, log,
         token: ctx.token, adminToken: ctx.adminToken, projectId: ctx.projectId, rounds: SEALING_PAIRS, evidenceRuns: EVIDENCE_RUNS, duration: DURATION, warmup: WARMUP, tmp: dataDir,
@@ -627,7 +587,7 @@ async function main() {
     try {
       log(`seeding PGlite: ${EMBEDDED_VOLUME.tasks} tasks, ${EMBEDDED_VOLUME.audit} audit records…`);
       const ctxLite = await seedPglite(dir, EMBEDDED_VOLUME, passwordHash);
-      teamlog = { port: 3403, child: await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATA_DIR: dir }, 3403) };
+      teamlog = { port: 3403, child: await startServer('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATA_DIR: dir }, 3403) };
       const base = `http://127.0.0.1:${teamlog.port}`;
       const ctx = { ...ctxLite, token: await login(base, 'bench1@bench.local', PASSWORD), adminToken: await login(base, ADMIN.email, ADMIN.password) };
       log('PGlite: sealing the seeded audit records…');
