@@ -82,3 +82,33 @@ test('only the use-case runner writes audit records', () => {
   const writers = files.filter((f) => (graph.get(f) ?? []).some((d) => d.endsWith(path.join('audit', 'audit.writer.ts'))) && /createAuditWriter|\.record\(/.test(readFileSync(f, 'utf8')));
   assert.deepEqual(writers.map(rel).sort(), ['runtime.ts', 'use-cases/runner.ts'], 'runtime.ts builds the writer and hands it to the runner alone');
 });
+
+test('no test helper redefined in a test file: a function a module of test/helpers/ exports is imported, not declared again', () => {
+  const TEST = path.resolve('test');
+  const HELPERS = path.join(TEST, 'helpers');
+  // `export function f`, `export async function f`, `export const f = (…) =>` / `= async (…) =>` / `= function`.
+  const declared = /^(?:export\s+)?(?:async\s+function\*?\s+([A-Za-z_$][\w$]*)|function\*?\s+([A-Za-z_$][\w$]*)|(?:const|let)\s+([A-Za-z_$][\w$]*)\s*(?::[^=]+)?=\s*(?:async\s*)?(?:function\b|\([^)]*\)\s*(?::[^=]+)?=>|[A-Za-z_$][\w$]*\s*=>|<))/gm;
+  const functionsIn = (file: string, exportedOnly: boolean) =>
+    [...readFileSync(file, 'utf8').matchAll(declared)]
+      .filter((m) => !exportedOnly || m[0].startsWith('export'))
+      .map((m) => m[1] ?? m[2] ?? m[3]!);
+  const helpers = new Map<string, string>();
+  for (const f of readdirSync(HELPERS).filter((n) => n.endsWith('.ts'))) {
+    for (const name of functionsIn(path.join(HELPERS, f), true)) helpers.set(name, `helpers/${f}`);
+  }
+  assert.ok(helpers.has('settled') && helpers.has('team') && helpers.has('runTeamlog'), 'the rule reads the helpers it guards');
+  const testFiles = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) return e.name === 'helpers' || e.name === 'node_modules' ? [] : testFiles(p);
+      return e.name.endsWith('.test.ts') ? [p] : [];
+    });
+  // Held by someone else's change under way (issue 27): to be removed by it.
+  const pending = new Set(['client-auth.test.ts sleep', 'client-realtime.test.ts sleep', 'client-realtime-instances.test.ts sleep']);
+  const redefined = testFiles(TEST).flatMap((f) =>
+    functionsIn(f, false)
+      .filter((name) => helpers.has(name) && !pending.has(`${path.relative(TEST, f)} ${name}`))
+      .map((name) => `${path.relative(TEST, f)} declares ${name}, which ${helpers.get(name)} exports`),
+  );
+  assert.deepEqual(redefined, []);
+});
