@@ -11,7 +11,7 @@ import { lockDataDir } from './ops/data-dir-lock.js';
 import { insertSession, revokeSession } from './modules/sessions/sessions.repository.js';
 import { findFirstAdmin, findUserByEmail } from './modules/users/users.repository.js';
 import type { UserRow } from './modules/users/users.repository.js';
-import type { TaskStatus } from './modules/tasks/task-status.js';
+import type { TaskStatus } from './modules/tasks/tasks.status.js';
 import { createDeps } from './runtime.js';
 import { createServices } from './services.js';
 

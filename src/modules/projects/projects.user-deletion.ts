@@ -1,8 +1,8 @@
-// What the projects module adds to a user's deletion (see users/user-deletion.ts). Their
+// What the projects module adds to a user's deletion (see users/users.deletion.ts). Their
 // memberships go by foreign-key cascade with the user row; this step refuses what a cascade
 // cannot handle.
 import { conflict } from '../../domain/errors.js';
-import type { UserDeletionStep } from '../users/user-deletion.js';
+import type { UserDeletionStep } from '../users/users.deletion.js';
 import { lockProjectsOwnedBy, projectsSolelyOwnedBy } from './projects.repository.js';
 
 /** A user who is some project's only OWNER cannot be deleted until ownership is handed over. */

@@ -2,7 +2,7 @@
 import { where } from '../../db/conditions.js';
 import type { Queryable } from '../../db/database.js';
 import { dynamicStatement, query, statements } from '../../db/statements.js';
-import type { TaskStatus } from './task-status.js';
+import type { TaskStatus } from './tasks.status.js';
 
 export interface TaskRow {
   id: number;

@@ -5,7 +5,7 @@ import { pageRequest, sendPage } from '../../http/pagination.js';
 import { expectedVersion, versionEtag } from '../../http/preconditions.js';
 import { authedContext } from '../../http/request-context.js';
 import { FreeText, Id, IdParams, IfMatchHeader, NoContent, NullableId, Page, PageQuery, StringEnum, Text, Timestamp, errorResponses, named } from '../../http/schemas.js';
-import { TASK_STATUSES } from './task-status.js';
+import { TASK_STATUSES } from './tasks.status.js';
 import { presentTask } from './tasks.presenter.js';
 import type { TaskRow } from './tasks.repository.js';
 import type { TasksService } from './tasks.service.js';

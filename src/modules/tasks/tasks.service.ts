@@ -12,7 +12,7 @@ import type { AuditAction } from '../audit/audit.writer.js';
 import { notify } from '../notifications/notifications.writer.js';
 import { lockProjectAccess } from '../projects/projects.access.js';
 import { accessOf, projectPolicy, type ProjectRole } from '../projects/projects.policy.js';
-import { TRANSITIONS, canTransition, type TaskStatus } from './task-status.js';
+import { TRANSITIONS, canTransition, type TaskStatus } from './tasks.status.js';
 import { taskDeletedEvent, taskEvent } from './tasks.events.js';
 import * as repo from './tasks.repository.js';
 import type { TaskRow } from './tasks.repository.js';

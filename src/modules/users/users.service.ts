@@ -13,7 +13,7 @@ import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { settleAttempt, throttledFor } from '../auth/throttle.js';
 import { roleChanged, userSessionsRevoked } from '../outbox/control-events.js';
 import { revokeSessionsOf } from '../sessions/sessions.repository.js';
-import type { UserDeletionStep } from './user-deletion.js';
+import type { UserDeletionStep } from './users.deletion.js';
 import { usersPolicy } from './users.policy.js';
 import * as repo from './users.repository.js';
 import type { UserRow } from './users.repository.js';
