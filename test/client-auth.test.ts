@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import { createClient, localStorageStore, memoryStore, type AuthEvents, type StoredSession, type TokenStore } from '../client/src/index.js';
 import { randomIp } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
+import { sleep } from './helpers/sockets.js';
 
 const TTL_S = 3;
 const h = useTestServer({ env: { ACCESS_TOKEN_TTL: String(TTL_S) } });
@@ -15,7 +16,6 @@ async function newUser() {
   await h.reloginAdmin();
   return h.newUser();
 }
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The real fetch, counting what went out and what came back, by path. */
 function counting() {

@@ -11,11 +11,11 @@ import { createClient, type RealtimeEvents, type TeamlogClient } from '../client
 import { randomIp, type Session } from './helpers/client.js';
 import { addMember, createProject, postMessage } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
+import { sleep } from './helpers/sockets.js';
 import { freePort, spawnServer, type ServerProcess } from './helpers/process.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, TEST_REDIS_URL, TEST_SIGNING_KEY, needsRedis } from './helpers/server.js';
 
 const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const procs: ServerProcess[] = [];
 const dirs: string[] = [];

@@ -13,11 +13,11 @@ import { createClient, type RealtimeEvents, type TeamlogClient } from '../client
 import { randomIp, type Session } from './helpers/client.js';
 import { addMember, createProject, postMessage } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
+import { sleep } from './helpers/sockets.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD } from './helpers/server.js';
 import { TcpProxy } from './helpers/tcp-proxy.js';
 
 const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const open: TeamlogClient[] = [];
 after(() => open.forEach((c) => c.close()));
 
