@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // npm run bench:realtime [-- --quick] [-- --profile] [-- --rate <messages/s>]
-// The real-time benchmark (API.md section 6). Builds, creates a fresh `teamlog_bench_rt`
+// The real-time benchmark (docs/api.md section 6). Builds, creates a fresh `teamlog_bench_rt`
 // database with one user per client (plus a sender), starts Teamlog in server mode (one
 // instance, no Redis) beside a bare Socket.IO 4 server (bench/baseline/socketio.mjs: the
 // ceiling), logs the users in through the API, connects one socket.io-client per user to each

@@ -1,4 +1,4 @@
-// The access matrix of the team domain (API.md sections 3, 4 and 5.3), one row per route and
+// The access matrix of the team domain (docs/api.md sections 3, 4 and 5.3), one row per route and
 // caller: someone from another project gets 404 for a project's resources (no existence
 // leak); a MEMBER gets 403 where only an OWNER may act; an ADMIN is allowed. A refused
 // audited action writes exactly one DENIED record naming the resource, whether answered 403

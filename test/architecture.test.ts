@@ -1,4 +1,4 @@
-// The layering ARCHITECTURE.md asks for, checked on the source's imports, so that it holds
+// The layering docs/architecture.md asks for, checked on the source's imports, so that it holds
 // as modules are added: no import cycles; services, use cases and repositories know nothing
 // of HTTP; routes never reach the database; only the use-case runner writes audit records.
 import assert from 'node:assert/strict';

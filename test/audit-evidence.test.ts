@@ -1,7 +1,7 @@
-// The audit log as evidence (API.md 5.4–5.6, docs/audit-integrity.md): records are sealed
+// The audit log as evidence (docs/api.md 5.4–5.6, docs/audit-integrity.md): records are sealed
 // into an RFC 6962 tree in commit order, signed checkpoints are C2SP notes that verify under
 // the published keys, proofs check against them with code independent of the server's, and
-// an export verifies offline. Tampering is in test/audit-tamper.test.ts.
+// an export verifies offline. Tampering is in test/audit-tamper-engine.test.ts and test/audit-tamper-committed.test.ts.
 import assert from 'node:assert/strict';
 import { createHash, createPublicKey, verify as verifySignature } from 'node:crypto';
 import { describe, test } from 'node:test';

@@ -1,4 +1,4 @@
-// Exporting the audit log (API.md 4, GET /audit-logs/export; docs/audit-integrity.md §5) and
+// Exporting the audit log (docs/api.md 4, GET /audit-logs/export; docs/audit-integrity.md §5) and
 // checking an export offline: NDJSON with each record's seq, leaf hash and inclusion proof and
 // the signed checkpoint last, CSV for spreadsheets (with formula-looking cells defused), the
 // same from `teamlog audit export`, one EXPORT_AUDIT_LOG record per export, and

@@ -1,4 +1,4 @@
-// The audit log's invariants (API.md section 5), attacked one by one, as stored: append-only
+// The audit log's invariants (docs/api.md section 5), attacked one by one, as stored: append-only
 // whoever asks, and stamped by the server. As written: audit-invariants-writes.test.ts.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';

@@ -1,4 +1,4 @@
-// The audit log's invariants (API.md section 5), attacked one by one, as written: in the same
+// The audit log's invariants (docs/api.md section 5), attacked one by one, as written: in the same
 // transaction as the change (both roll back together), one record per action with its
 // request's context, and personal data kept apart so that it can be erased without touching a
 // record. As stored: audit-invariants-storage.test.ts.

@@ -1,4 +1,4 @@
-// The checkpoint signing key and the instances that seal (API.md 5.4, 5.6, section 7): a key
+// The checkpoint signing key and the instances that seal (docs/api.md 5.4, 5.6, section 7): a key
 // generated once into DATA_DIR with mode 0600 and never written to the database; rotation,
 // after which old checkpoints still verify under their own key; and several instances on one
 // database, of which one seals at a time and another carries on when it goes.

@@ -1,4 +1,4 @@
-// The audit search syntax (API.md 4, "Search syntax (`q=`)"), parsed alone: what each query
+// The audit search syntax (docs/api.md 4, "Search syntax (`q=`)"), parsed alone: what each query
 // means as typed terms, and what each refusal says. No server: the HTTP side is
 // audit-search.test.ts.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// GET /audit-logs?q= and GET /audit-logs/export?q= (API.md 4, "Search syntax (`q=`)"): each
+// GET /audit-logs?q= and GET /audit-logs/export?q= (docs/api.md 4, "Search syntax (`q=`)"): each
 // key against the table itself (read through the owner connection), OR, AND and negation,
 // quoted values, actors by email and none, networks, created ranges, q with the filters and
 // with keyset pages, the export holding exactly the matching rows, and every refusal a

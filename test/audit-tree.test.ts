@@ -1,4 +1,4 @@
-// The audit tree stored and served as C2SP tlog-tiles (API.md 4, docs/audit-integrity.md §2), read
+// The audit tree stored and served as C2SP tlog-tiles (docs/api.md 4, docs/audit-integrity.md §2), read
 // the way outsiders will: by a reader written from the spec alone (helpers/tlog-reader.ts, which
 // imports nothing of the service). And the stored tree as evidence, not trusted state: tampered
 // with as a superuser, it must be named by verification, never served as proofs that fail, never

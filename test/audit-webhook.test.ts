@@ -1,4 +1,4 @@
-// Streaming the audit log out (API.md 5.9): a receiver on the loopback that fails, goes away
+// Streaming the audit log out (docs/api.md 5.9): a receiver on the loopback that fails, goes away
 // and hangs still ends up with every sealed record, in seq order, every body signed, every
 // checkpoint verifiable against the records it holds; the cursor lives in the database, so a
 // restart loses nothing; one instance delivers at a time, under a lease another takes over

@@ -1,4 +1,4 @@
-// Authentication and sessions (API.md sections 2, 3 and the auth records of section 5):
+// Authentication and sessions (docs/api.md sections 2, 3 and the auth records of section 5):
 // login, the brute-force throttle, refresh-token rotation with theft detection, logout,
 // password change, and the client address recorded behind (or without) a trusted proxy.
 import assert from 'node:assert/strict';
@@ -319,7 +319,7 @@ describe('refresh tokens', () => {
       assertNoStore(res);
       assert.equal((await recordsOf(h.server, res)).length, 0);
     }
-    // A malformed token is refused like an unknown one (API.md 3), not as a validation error:
+    // A malformed token is refused like an unknown one (docs/api.md 3), not as a validation error:
     // it is a credential, and the only true thing to say about it is that it is not valid.
     for (const token of ['not a token!', 'tlr_\u0000', 'x'.repeat(1024)]) {
       const malformed = await client.post(REFRESH, { refresh_token: token });

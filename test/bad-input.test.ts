@@ -1,7 +1,7 @@
 // Bad input, table-driven over every route the app has (read from app.printRoutes(), with the
 // parameters and bodies each route declares read from its OpenAPI description): wrong types,
 // unknown fields, 100 kB strings, bad path ids, NUL bytes, huge and empty bodies, arrays and
-// strings instead of objects, unknown query parameters. API.md section 2: never a 500, always
+// strings instead of objects, unknown query parameters. docs/api.md section 2: never a 500, always
 // a 4xx problem+json with a code, and nothing in the database changes.
 import assert from 'node:assert/strict';
 import net from 'node:net';

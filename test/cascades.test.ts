@@ -1,4 +1,4 @@
-// Deletion cascades (API.md section 4 "Users" and "Projects", section 5): deleting a user
+// Deletion cascades (docs/api.md section 4 "Users" and "Projects", section 5): deleting a user
 // takes their posts, likes, messages, notifications and memberships with them and unassigns
 // their tasks; deleting a project takes its tasks and messages. In every case each audit
 // record written before stays exactly as it was, and the deletion adds exactly one record.

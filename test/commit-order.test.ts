@@ -1,9 +1,9 @@
-// Commit order (API.md 5.5): if a record or event was written after another's transaction
+// Commit order (docs/api.md 5.5): if a record or event was written after another's transaction
 // committed, it comes after it, in seq, in event_id and on the wire. The trap is a transaction
 // that started first (it holds the lower transaction id), waited on a lock, and committed last:
 // ordering by transaction id puts its effect before its cause.
 //
-// Made deterministic as ARCHITECTURE.md habit 11 says: a second connection holds the row lock
+// Made deterministic as docs/architecture.md habit 11 says: a second connection holds the row lock
 // the first request queues on.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

@@ -120,13 +120,8 @@ function linksOf(file: string): Link[] {
 
 const isExternal = (target: string) => /^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith('//');
 
-/**
- * Files other sessions are writing as this test is written: a link to one is reported (todo)
- * while the file is missing, and checked like any other once it is there.
- */
-const PENDING = new Set<string>([
-  'docs/audit-search.md', // the audit log's q= search
-]);
+/** Files being written: a link to one is reported (todo) while it is missing, and checked like any other once it is there. */
+const PENDING = new Set<string>([]);
 
 /** What is wrong with a link, or undefined when it resolves. */
 function brokenLink(link: Link): string | undefined {
@@ -268,11 +263,8 @@ function resolves(cited: string, from: string): boolean {
 /** The contract and the architecture notes were kept outside the repository: see the todo below. */
 const OUTSIDE_SPEC = /^(?:API|ARCHITECTURE)\.md$/;
 
-/**
- * Stale citations issue 27 names, in files other work is editing: reported (todo) until fixed
- * there. The errors' http/problem is http/errors (the one place that gives each kind its status).
- */
-const KNOWN_STALE = new Set(['src/domain/errors.ts http/problem.ts']);
+/** Stale citations allowed for now ("<file> <cited>"): none. */
+const KNOWN_STALE = new Set<string>([]);
 
 /**
  * A versioned migration's text is checksummed once applied (src/db/migrate.ts refuses an edited
@@ -299,13 +291,12 @@ describe('source comments', () => {
   });
 
   const stale = citations.filter(isKnownStale).map((c) => `${rel(c.file)}:${c.line}: ${c.cited}`);
-  test('the stale citations issue 27 names are gone', { todo: stale.length > 0 ? 'in files other work is editing' : undefined }, () => {
+  test('the stale citations issue 27 names are gone', () => {
     assert.deepEqual(stale, []);
   });
 
   test(
     'no source comment cites the contract or the architecture notes outside the repository (API.md, ARCHITECTURE.md)',
-    { todo: 'source comments are rewritten to docs/api.md after the parallel work lands' },
     () => {
       const outside = citations.filter((c) => OUTSIDE_SPEC.test(c.cited)).map((c) => `${rel(c.file)}:${c.line}: ${c.cited}`);
       assert.deepEqual(outside, [], `${outside.length} comments cite API.md or ARCHITECTURE.md, which are not in the repository (docs/api.md and docs/architecture.md are):\n${outside.join('\n')}`);

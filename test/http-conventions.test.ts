@@ -1,4 +1,4 @@
-// HTTP conventions of API.md sections 1 and 2: the unversioned alias, API-Version and
+// HTTP conventions of docs/api.md sections 1 and 2: the unversioned alias, API-Version and
 // X-Request-Id on every response, problem+json for every error, Cache-Control, ETag/304,
 // If-Match/412 and cursor pagination.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Idempotency-Key on POST (API.md section 1), exercised on POST /api/v1/users as an ADMIN.
+// Idempotency-Key on POST (docs/api.md section 1), exercised on POST /api/v1/users as an ADMIN.
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
 import { test } from 'node:test';

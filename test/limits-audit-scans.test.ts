@@ -1,4 +1,4 @@
-// MAX_CONCURRENT_AUDIT_SCANS (API.md section 7): audit exports and verifications running at once
+// MAX_CONCURRENT_AUDIT_SCANS (docs/api.md section 7): audit exports and verifications running at once
 // on an instance; one more is 429 RATE_LIMITED problem+json with Retry-After; a slot comes back
 // when its scan ends, fails, or its client goes mid-export; teamlog_audit_scans_running{kind}
 // follows them and each refusal is counted in teamlog_requests_limited_total{limit="audit_scans"}.

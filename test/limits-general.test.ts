@@ -1,4 +1,4 @@
-// The general rate limit counts every /api request, whatever it answers (API.md section 7): a
+// The general rate limit counts every /api request, whatever it answers (docs/api.md section 7): a
 // 401 for a missing, forged or revoked token, a 404, an unknown route under /api and a 405 count
 // against the address; past the limit the address is refused before authentication (even with
 // a valid token, which would otherwise count against its user); each refusal is counted in

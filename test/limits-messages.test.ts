@@ -1,4 +1,4 @@
-// The message limit of API.md section 6: beyond 20 a second per user, across all their sockets
+// The message limit of docs/api.md section 6: beyond 20 a second per user, across all their sockets
 // and POST /messages (and every instance, through Redis), a message is refused: RATE_LIMITED by
 // acknowledgement with the socket kept, 429 problem+json with Retry-After over HTTP, nothing
 // stored, and each refusal counted in teamlog_requests_limited_total{limit="messages"}.

@@ -1,4 +1,4 @@
-// The real-time limits of API.md section 6: a socket whose handshake overlaps a revocation
+// The real-time limits of docs/api.md section 6: a socket whose handshake overlaps a revocation
 // (logout, demotion, deactivation) is refused or disconnected within 1 s: raced 100 times each,
 // and once, deterministically, with the revocation delivered while the handshake is held between
 // its session check and its connection (the gap that revocation used to pass by); a user holds

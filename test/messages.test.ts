@@ -1,4 +1,4 @@
-// Chat messages (API.md section 4 "Messages"): the `general` room for every user and
+// Chat messages (docs/api.md section 4 "Messages"): the `general` room for every user and
 // `project:<id>` rooms for that project's members and ADMINs (404 for everyone else and
 // for unknown projects), newest first with cursor paging back, text limits, room syntax,
 // and the new-message events row each message writes in its room.

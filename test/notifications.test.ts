@@ -1,4 +1,4 @@
-// Notifications (API.md section 4 "Notifications"): each user lists only their own
+// Notifications (docs/api.md section 4 "Notifications"): each user lists only their own
 // (?unread=true for the unread ones), marks one read (idempotent, someone else's is 404) or
 // all of them (204); every stored notification has a new-notification events row in the
 // recipient's room user:<id>.

@@ -157,7 +157,7 @@ describe('bodies', () => {
   });
 });
 
-describe('headers (API.md section 1)', () => {
+describe('headers (docs/api.md section 1)', () => {
   test('API-Version and X-Request-Id on every response; RateLimit-* on every /api one; Retry-After on 429 and 503', () => {
     for (const { op, name, path: p } of operations()) {
       for (const [status, response] of responsesOf(op)) {

@@ -1,4 +1,4 @@
-// Posts and likes (API.md section 4 "Posts" and "Notifications"): the team feed (create,
+// Posts and likes (docs/api.md section 4 "Posts" and "Notifications"): the team feed (create,
 // list with ?author_id= and pagination, read, delete by the author or an ADMIN), and likes,
 // which are idempotent, count right under concurrency, and notify the author of a new like
 // from someone else.

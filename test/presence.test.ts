@@ -1,4 +1,4 @@
-// Presence (src/realtime/presence.ts, API.md section 6): first socket in and last socket out
+// Presence (src/realtime/presence.ts, docs/api.md section 6): first socket in and last socket out
 // across every instance, in one process and through Redis; dead instances swept once, by one
 // live instance; a swept instance that was alive after all publishes its sockets again; and
 // counts stay exact under concurrency and after failures.

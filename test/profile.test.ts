@@ -1,4 +1,4 @@
-// Profile (API.md section 4 "Profile"): the caller's own user, a name change, and their
+// Profile (docs/api.md section 4 "Profile"): the caller's own user, a name change, and their
 // own security log (section 5 records about their account, personal data resolved).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';

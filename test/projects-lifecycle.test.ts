@@ -1,4 +1,4 @@
-// Projects (API.md section 4 "Projects"): creation, listing, reading with ETags, updates with
+// Projects (docs/api.md section 4 "Projects"): creation, listing, reading with ETags, updates with
 // If-Match, deletion with its tasks and messages, and the audit records each writes (section
 // 5). The member roster: projects-members.test.ts.
 import assert from 'node:assert/strict';

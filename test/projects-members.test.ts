@@ -1,4 +1,4 @@
-// Project members (API.md section 4 "Projects"): the roster and its rules (LAST_OWNER,
+// Project members (docs/api.md section 4 "Projects"): the roster and its rules (LAST_OWNER,
 // self-removal, unassignment), the audit records each change writes (section 5), and that a
 // failing audit insert takes the whole change down with it. Projects themselves:
 // projects-lifecycle.test.ts.

@@ -1,5 +1,5 @@
 // Authorization is decided inside the transaction that makes the change, on rows locked so
-// that a concurrent change of them must wait (API.md section 3): a caller who loses a right
+// that a concurrent change of them must wait (docs/api.md section 3): a caller who loses a right
 // while their request is in flight either acted before the loss or is refused, never after,
 // and the audit log's order agrees. Two kinds of test per right, on PostgreSQL:
 //
@@ -257,7 +257,7 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
 
   test('a member removed while posting to the project room', { skip }, async () => {
     const { owner, member, project } = await team(h);
-    // A user may send 20 messages a second (API.md §6): a second's pause every 15 rounds keeps
+    // A user may send 20 messages a second (docs/api.md §6): a second's pause every 15 rounds keeps
     // the rounds about the race, not the message limit.
     const rounds = await raceRemoval(
       owner, member, project.id,

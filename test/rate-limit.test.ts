@@ -1,4 +1,4 @@
-// The general rate limit (RATE_LIMIT_PER_MINUTE, API.md section 7): per user, or per address
+// The general rate limit (RATE_LIMIT_PER_MINUTE, docs/api.md section 7): per user, or per address
 // before login; RateLimit-* headers; 429 RATE_LIMITED with Retry-After; 0 turns it off;
 // shared by every instance through Redis, per instance without it; and served, not refused,
 // while Redis is unreachable. The login throttle is apart (auth and hostile-client tests).

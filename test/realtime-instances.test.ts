@@ -1,4 +1,4 @@
-// Real-time across several instances (API.md section 6), on one PostgreSQL and one Redis, with
+// Real-time across several instances (docs/api.md section 6), on one PostgreSQL and one Redis, with
 // clients on websocket only (no sticky sessions): events, rooms, revocation and presence cross
 // instances; a client that moves to another instance misses nothing; and an instance killed
 // with kill -9 loses no event, and its users go offline within 30 s.

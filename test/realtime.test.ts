@@ -1,4 +1,4 @@
-// Real-time over Socket.IO (API.md section 6), one instance, with real socket.io-clients:
+// Real-time over Socket.IO (docs/api.md section 6), one instance, with real socket.io-clients:
 // the handshake and its refusals, rooms and their events, the client's new-message and its
 // limits, rooms kept in step, revocation, token expiry, replay and resync, commit order, the
 // /admin namespace and presence. Several instances: test/realtime-instances.test.ts.

@@ -1,4 +1,4 @@
-// Erasure of personal data without breaking evidence (API.md 5.10): `teamlog audit redact
+// Erasure of personal data without breaking evidence (docs/api.md 5.10): `teamlog audit redact
 // --user <id>` deletes the values a user's records name, the records stay byte for byte as
 // they were, every API view shows "[redacted]", and a later record naming the same value
 // gets a ref of its own instead of bringing the erased value back for the older records.

@@ -1,4 +1,4 @@
-// The task status machine (API.md section 4 "Tasks"), table-driven over HTTP: all 25
+// The task status machine (docs/api.md section 4 "Tasks"), table-driven over HTTP: all 25
 // from→to pairs. An allowed move is 200 with one CHANGE_TASK_STATUS record, a
 // task_status_changed notification to the creator and the assignee (never the actor) and a
 // task-updated event; a disallowed one is 409 INVALID_TRANSITION listing the allowed

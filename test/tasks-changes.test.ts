@@ -1,4 +1,4 @@
-// Tasks (API.md section 4 "Tasks", section 5), their changes: creation by project members,
+// Tasks (docs/api.md section 4 "Tasks", section 5), their changes: creation by project members,
 // reading and editing with ETags, assignment, deletion rights, the audit records and
 // notifications each change writes, and the events row beside every successful change
 // (task-created / task-updated / task-deleted in room project:<id>). The list:

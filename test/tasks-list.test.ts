@@ -1,4 +1,4 @@
-// Tasks (API.md section 4 "Tasks"), the list: GET /tasks, its filters and its pages, and
+// Tasks (docs/api.md section 4 "Tasks"), the list: GET /tasks, its filters and its pages, and
 // concurrent creation. The changes themselves: tasks-changes.test.ts.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';

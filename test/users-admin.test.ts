@@ -1,4 +1,4 @@
-// Users (API.md section 4 "Users"), what an ADMIN does to an account: PUT /users/:id/role,
+// Users (docs/api.md section 4 "Users"), what an ADMIN does to an account: PUT /users/:id/role,
 // PUT /users/:id/active, DELETE /users/:id, the last-ADMIN guard (also under concurrency), and
 // the audit records (and DENIED refusals) that each writes (section 5). Reading:
 // users-read.test.ts; creation and updates: users-write.test.ts.
@@ -312,7 +312,7 @@ describe('the last-ADMIN guard under concurrency', () => {
     });
     const outcome = await racing!;
 
-    // Authorization is decided inside the transaction, on the locked rows (API.md 3): the two
+    // Authorization is decided inside the transaction, on the locked rows (docs/api.md 3): the two
     // requests queue on the same user rows, and the second finds its caller no longer an
     // ADMIN. (Deciding before the transaction let it pass as an ADMIN and fail on LAST_ADMIN.)
     const statuses = outcome.map((r) => r.status).sort();

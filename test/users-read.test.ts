@@ -1,4 +1,4 @@
-// Users (API.md section 4 "Users"), reading: GET /users (the list, its filters and pages) and
+// Users (docs/api.md section 4 "Users"), reading: GET /users (the list, its filters and pages) and
 // GET /users/:id (ETags, who sees the email). Creation and updates: users-write.test.ts; roles,
 // the active flag, deletion and the last-ADMIN guard: users-admin.test.ts.
 import assert from 'node:assert/strict';

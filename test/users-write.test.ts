@@ -1,4 +1,4 @@
-// Users (API.md section 4 "Users"), creation and updates: POST /users and PUT /users/:id, and
+// Users (docs/api.md section 4 "Users"), creation and updates: POST /users and PUT /users/:id, and
 // the audit records (and DENIED refusals) that each writes (section 5). Reading:
 // users-read.test.ts; roles, the active flag and deletion: users-admin.test.ts.
 import assert from 'node:assert/strict';
@@ -77,7 +77,7 @@ describe('POST /users', () => {
     assert.match(res.headers.get('content-type') ?? '', /application\/problem\+json/);
     const rows = await h.server.owner.query('SELECT 1 FROM users WHERE email = $1', [email]);
     assert.equal(rows.length, 0);
-    // API.md 5.3: a refused creation names the kind that would have been created, with no id.
+    // docs/api.md 5.3: a refused creation names the kind that would have been created, with no id.
     const records = await auditRows(h.server, `action = 'CREATE_USER' AND request_id = $1`, [res.headers.get('x-request-id')]);
     assert.equal(records.length, 1);
     assert.equal(records[0]!.result, 'DENIED');

@@ -1,4 +1,4 @@
-// Sessions that take care of themselves (API.md section 3): 15-minute access tokens refreshed
+// Sessions that take care of themselves (docs/api.md section 3): 15-minute access tokens refreshed
 // before they expire and on 401 TOKEN_EXPIRED, every caller waiting on the same refresh; the
 // rotated refresh token handed to a store (memory, localStorage, or the application's own); a
 // revoked session signs the client out and says so.

@@ -9,7 +9,7 @@ export class TeamlogError extends Error {
   override readonly name = 'TeamlogError';
   /** The HTTP status. */
   readonly status: number;
-  /** The contract's code (API.md section 2), the value to branch on. */
+  /** The contract's code (docs/api.md section 2), the value to branch on. */
   readonly code: ProblemCode;
   /** What went wrong with this request, in words. */
   readonly detail: string;

@@ -1,4 +1,4 @@
-// Real-time subscriptions that never miss (API.md section 6): one Socket.IO connection per
+// Real-time subscriptions that never miss (docs/api.md section 6): one Socket.IO connection per
 // client for both namespaces, on websocket (any instance may answer); every (re)connect sends
 // the last event_id received, so the service replays what was missed, from the database, on
 // whichever instance answers; handlers run one event at a time, in event_id order, once each

@@ -1,4 +1,4 @@
-// The API's resources, one object each (API.md section 4), typed by the generated document:
+// The API's resources, one object each (docs/api.md section 4), typed by the generated document:
 // lists answer Paginated (async iterators over keyset pages), creations send an Idempotency-Key,
 // changes send If-Match with the version last seen (opt out with `{ ifMatch: false }`).
 import type { CallOptions, Http } from './http.js';
@@ -111,7 +111,7 @@ export function notifications(http: Http) {
 }
 
 /**
- * The audit log's filters. `q` is the search syntax (API.md section 4), passed through as it is
+ * The audit log's filters. `q` is the search syntax (docs/api.md section 4), passed through as it is
  * (an invalid one is 400 INVALID_QUERY), also to a service whose document does not declare it yet.
  */
 export type AuditQuery = ListQuery<'listAuditLogs'> & { q?: string };

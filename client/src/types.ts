@@ -26,7 +26,7 @@ export type LoginResponse = Schemas['LoginResponse'];
 export type TokenPair = Schemas['TokenPair'];
 /** An RFC 9457 problem, as every error of the API answers. */
 export type Problem = Schemas['Problem'];
-/** The contract's error codes (API.md section 2). */
+/** The contract's error codes (docs/api.md section 2). */
 export type ProblemCode = Problem['code'];
 
 export type OperationId = keyof operations;

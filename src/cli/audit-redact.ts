@@ -1,5 +1,5 @@
 // `teamlog audit redact --user <id>`: erases a user's personal data from the audit log
-// (API.md 5.10) through the same use case as any other change (audit/redaction.service.ts).
+// (docs/api.md 5.10) through the same use case as any other change (audit/redaction.service.ts).
 // Erasure is the operator's act, not the service's: the service's role has no DELETE on
 // audit_personal_data, so this connects as `teamlog migrate` does, with the owner's login.
 import { randomUUID } from 'node:crypto';

@@ -1,4 +1,4 @@
-// `teamlog audit …`: the audit log's evidence, from the command line (API.md section 7).
+// `teamlog audit …`: the audit log's evidence, from the command line (docs/api.md section 7).
 import type { CommandGroup } from './support.js';
 import { auditExport } from './audit-export.js';
 import { auditRedact } from './audit-redact.js';

@@ -1,4 +1,4 @@
-// Reading rows in commit order (API.md 5.5): the one reader every consumer uses (the relay that
+// Reading rows in commit order (docs/api.md 5.5): the one reader every consumer uses (the relay that
 // numbers events, the audit sealer; the webhook follows the sealer's seq).
 //
 // Ids are handed out at insert, but transactions commit in another order, and a transaction's id

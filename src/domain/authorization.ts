@@ -5,7 +5,7 @@
 //   authorize(projectPolicy.can('see', access), 'Project')                    // a read
 //
 // and the answer to a refusal is picked here, once: 404 when the caller may not know the
-// resource exists (no existence leak, API.md section 3), else 403. In a use case the runner also
+// resource exists (no existence leak, docs/api.md section 3), else 403. In a use case the runner also
 // rolls back and records the refused action as DENIED.
 //
 // What is not a matter of rights is thrown as the domain error it is: a resource that does not

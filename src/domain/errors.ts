@@ -1,8 +1,8 @@
-// Typed domain errors with the contract's stable codes (API.md section 2). Services, use cases
-// and repositories throw these and know nothing of HTTP; one place (http/problem.ts) maps a
+// Typed domain errors with the contract's stable codes (docs/api.md section 2). Services, use cases
+// and repositories throw these and know nothing of HTTP; one place (http/errors.ts) maps a
 // kind to a status, and a socket acknowledgement or the CLI can show the same code.
 
-/** What went wrong, in the domain's words; each kind has one HTTP status (http/problem.ts). */
+/** What went wrong, in the domain's words; each kind has one HTTP status (http/errors.ts). */
 export type ErrorKind =
   | 'invalid' // the input is wrong (400)
   | 'unauthenticated' // no, bad, expired or revoked credentials (401)

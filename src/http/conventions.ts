@@ -1,4 +1,4 @@
-// HTTP conventions of API.md section 1 that apply to every response: request ids, the API
+// HTTP conventions of docs/api.md section 1 that apply to every response: request ids, the API
 // version, content negotiation, Cache-Control, ETag/304, and 404 vs 405 for unknown routes.
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -81,7 +81,7 @@ export function registerConventions(app: FastifyInstance): void {
   if (app.hasContentTypeParser('text/plain')) app.removeContentTypeParser('text/plain');
 
   // Unknown query parameters and body fields are 400 on every /api route, including the
-  // ones whose schema declares no query string or no body (API.md section 1).
+  // ones whose schema declares no query string or no body (docs/api.md section 1).
   app.addHook('onRoute', (route) => {
     if (!route.url.startsWith(`${API_PREFIX}/`)) return;
     const schema = (route.schema ?? {}) as Record<string, unknown>;

@@ -1,4 +1,4 @@
-// Idempotency-Key on POST (API.md section 1): scoped to the caller, method and path; a retry
+// Idempotency-Key on POST (docs/api.md section 1): scoped to the caller, method and path; a retry
 // with the same key and body within 24 h replays the first response and creates nothing;
 // another body gets 409 IDEMPOTENCY_KEY_REUSED; a first request still running gets 409 with
 // Retry-After. Kept in the database, so every instance sees every key.

@@ -1,6 +1,6 @@
 // The reusable parts of the OpenAPI document (http/openapi.ts): the tags, the headers of
-// API.md section 1, the request headers every route of a kind takes, and the shared
-// application/problem+json response of each error status (API.md section 2).
+// docs/api.md section 1, the request headers every route of a kind takes, and the shared
+// application/problem+json response of each error status (docs/api.md section 2).
 import { problemType } from './error-handler.js';
 import { TITLES } from './errors.js';
 import { PROBLEM_CODES } from './schemas.js';
@@ -23,7 +23,7 @@ export const TAGS = [
 const REQUEST_ID = { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._:@-]+$' };
 const SECONDS = (max: number) => ({ type: 'integer', minimum: 0, maximum: max, format: 'int32' });
 
-/** The response headers of API.md section 1 (components.headers). */
+/** The response headers of docs/api.md section 1 (components.headers). */
 export const HEADERS: Record<string, Json> = {
   'API-Version': {
     description: 'The version of the API that answered. On every response.',
@@ -93,7 +93,7 @@ export const HEADERS: Record<string, Json> = {
   },
 };
 
-/** The request headers of API.md section 1 (components.parameters). */
+/** The request headers of docs/api.md section 1 (components.parameters). */
 export const PARAMETERS: Record<string, Json> = {
   IfMatch: {
     in: 'header',
@@ -135,7 +135,7 @@ export interface ErrorResponse {
   example: { code: string; detail: string; instance: string; errors?: Json[] };
 }
 
-/** The shared error responses (API.md section 2), one per status (components.responses). */
+/** The shared error responses (docs/api.md section 2), one per status (components.responses). */
 export const ERRORS: ErrorResponse[] = [
   { name: 'BadRequest', status: 400, description: 'A bad body, query or path parameter', example: { code: 'VALIDATION_FAILED', detail: 'title must have at most 200 characters', instance: '/api/v1/tasks', errors: [{ field: '/title', message: 'must have at most 200 characters', in: 'body' }] } },
   { name: 'Unauthorized', status: 401, description: 'No, bad, expired or revoked credentials; a failed login', example: { code: 'TOKEN_EXPIRED', detail: 'The access token has expired; refresh it', instance: '/api/v1/tasks' } },

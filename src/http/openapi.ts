@@ -4,7 +4,7 @@
 // - every schema given a name with named() (schemas.ts) becomes one component, referenced by
 //   $ref wherever a request or response body uses it, with its example;
 // - every error is the shared application/problem+json response of its status;
-// - the headers of API.md section 1 are declared where they are sent;
+// - the headers of docs/api.md section 1 are declared where they are sent;
 // - operations without an operationId get one derived from their method and path.
 // Route schemas carry nothing for this but annotations (the title and examples named() adds),
 // so validation and serialization see the schemas they always did; Fastify's shared-schema

@@ -136,7 +136,7 @@ export async function registerHttpPlugins(app: FastifyInstance, config: Pick<Con
     threshold: COMPRESS_THRESHOLD,
     encodings: ['br', 'gzip', 'deflate'],
     customTypes: COMPRESSIBLE,
-    // Request bodies stay uncompressed: a Content-Encoding on a request is 415 (API.md section 1).
+    // Request bodies stay uncompressed: a Content-Encoding on a request is 415 (docs/api.md section 1).
     globalDecompression: false,
   });
 }

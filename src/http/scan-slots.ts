@@ -1,4 +1,4 @@
-// MAX_CONCURRENT_AUDIT_SCANS (API.md section 7): audit exports and verifications read the whole
+// MAX_CONCURRENT_AUDIT_SCANS (docs/api.md section 7): audit exports and verifications read the whole
 // log, so an instance runs at most that many at once; one more is refused with 429
 // RATE_LIMITED and Retry-After instead of queueing behind them, so that an administrator cannot
 // starve every other user. A slot is held from the start of the request until the scan ends,

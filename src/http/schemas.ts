@@ -149,7 +149,7 @@ export const Page = <T extends TSchema>(item: T) => {
   return namedPage;
 };
 
-/** Every code a problem can carry (API.md section 2), and the statuses that carry it. */
+/** Every code a problem can carry (docs/api.md section 2), and the statuses that carry it. */
 export const PROBLEM_CODES = {
   400: ['VALIDATION_FAILED', 'MALFORMED_JSON', 'INVALID_QUERY'],
   401: ['UNAUTHENTICATED', 'INVALID_CREDENTIALS', 'TOKEN_EXPIRED', 'TOKEN_REVOKED'],
@@ -184,7 +184,7 @@ export const Problem = named(
       // A problem's detail may name what the request named (a path, the projects a user solely
       // owns), so its bound is the body limit rather than a sentence's.
       detail: Type.String({ maxLength: 1024 * 1024, description: 'What went wrong with this request, in words' }),
-      code: StringEnum(PROBLEM_CODE_LIST, { description: 'A stable, machine-readable code (API.md section 2)' }),
+      code: StringEnum(PROBLEM_CODE_LIST, { description: 'A stable, machine-readable code (docs/api.md section 2)' }),
       instance: Type.String({ maxLength: 16384, description: 'The path of the request' }),
       request_id: Type.String({ maxLength: 128, pattern: '^[A-Za-z0-9._:@-]+$', description: 'As in X-Request-Id: quote it when reporting a problem' }),
       errors: Type.Optional(
@@ -229,7 +229,7 @@ export const Problem = named(
  */
 export const errorResponses = (...statuses: number[]) => Object.fromEntries(statuses.map((s) => [s, Problem]));
 
-/** The If-Match header a PUT accepts (API.md section 1): the resource's ETag; a stale one gets 412. */
+/** The If-Match header a PUT accepts (docs/api.md section 1): the resource's ETag; a stale one gets 412. */
 export const IfMatchHeader = (what: string) =>
   Type.Object({ 'if-match': Type.Optional(Type.String({ maxLength: 1024, description: `ETag of the ${what}; a stale one gets 412` })) });
 

@@ -169,7 +169,7 @@ function auditSealingMetrics(registry: Registry, readBacklog: () => Promise<Seal
 }
 
 /**
- * The audit webhook's (API.md 5.9), registered when AUDIT_WEBHOOK_URL is set. The lag is read
+ * The audit webhook's (docs/api.md 5.9), registered when AUDIT_WEBHOOK_URL is set. The lag is read
  * from the database at each scrape, so every instance reports the same, whichever delivers;
  * the failure counter is this instance's own attempts. Answers the counter to increment.
  */

@@ -1,4 +1,4 @@
-// The client's `new-message` event (API.md section 6): stored through the same use case as
+// The client's `new-message` event (docs/api.md section 6): stored through the same use case as
 // POST /messages, answered by acknowledgement. A socket's event is refused, and the socket
 // stays connected, when it is over 16 KiB (PAYLOAD_TOO_LARGE), malformed or over 2000
 // characters (VALIDATION_FAILED, with the same messages as the API), or beyond 20 a second

@@ -1,4 +1,4 @@
-// GET /realtime-demo: one page a person can use to try real-time (API.md section 6): log in,
+// GET /realtime-demo: one page a person can use to try real-time (docs/api.md section 6): log in,
 // connect with the socket.io client the service serves itself, watch the messages,
 // notifications and presence arrive, send a message and see its acknowledgement, disconnect and
 // reconnect (replay from the last event_id), log out. No build step, no framework, nothing from

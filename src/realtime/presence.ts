@@ -1,8 +1,8 @@
-// Who is online, for Socket.IO presence (API.md section 6): `user-online` on a user's first
+// Who is online, for Socket.IO presence (docs/api.md section 6): `user-online` on a user's first
 // socket anywhere, `user-offline` on their last, and the snapshot. Without Redis this process
 // is the whole world. With Redis each instance publishes its own counts, the sum over live
 // instances decides, and an instance whose heartbeat stops is swept by a live one.
-// The same counts hold a user to at most so many sockets at once (API.md section 6: 20): a
+// The same counts hold a user to at most so many sockets at once (docs/api.md section 6: 20): a
 // socket takes its slot before it connects, atomically with the check, so that sockets opened
 // at once on several instances cannot all pass it. /admin sockets count towards the limit but
 // not towards presence (they are counted apart, as the field `a:<id>`).

@@ -1,10 +1,10 @@
-// Socket.IO on the API's own port (/socket.io), API.md section 6. The handshake authenticates
+// Socket.IO on the API's own port (/socket.io), docs/api.md section 6. The handshake authenticates
 // with the same session check as HTTP; sockets join their rooms (user, session, general,
 // projects); a reconnecting client catches up from the database (replay.ts); events reach
 // sockets after commit, numbered in commit order (relay.ts), on every instance
 // (dispatcher.ts, delivery.ts). With REDIS_URL the Redis pub/sub adapter joins the instances,
 // and presence is shared through Redis (presence.ts).
-// Limits (API.md section 6): a user holds at most MAX_SOCKETS_PER_USER sockets at once, across
+// Limits (docs/api.md section 6): a user holds at most MAX_SOCKETS_PER_USER sockets at once, across
 // instances (presence.ts counts them); a socket whose handshake overlapped a revocation is
 // disconnected once connected (recheck below); new-message is limited per user
 // (modules/messages/messages.limit.ts, with POST /messages).
@@ -27,9 +27,9 @@ import { catchUp, holdLive } from './replay.js';
 import { createRelay } from './relay.js';
 import { projectRoom, sessionRoom, userRoom, type RealtimeNamespace, type RealtimeServer, type RealtimeSocket } from './sockets.js';
 
-/** Above it Socket.IO closes the connection (API.md section 6). */
+/** Above it Socket.IO closes the connection (docs/api.md section 6). */
 export const MAX_HTTP_BUFFER_SIZE = 1024 * 1024;
-/** Sockets (of both namespaces) one user may hold at once, on all instances together (API.md section 6). */
+/** Sockets (of both namespaces) one user may hold at once, on all instances together (docs/api.md section 6). */
 export const MAX_SOCKETS_PER_USER = 20;
 /** How long a handshake waits for Redis to count its socket before letting it in anyway. */
 const SLOT_WAIT_MS = 1000;

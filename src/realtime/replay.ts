@@ -1,4 +1,4 @@
-// A reconnecting client's catch-up (API.md section 6): every replayable event of its rooms
+// A reconnecting client's catch-up (docs/api.md section 6): every replayable event of its rooms
 // (as they are now) after its last_event_id, from the database, in order; then the live events
 // that arrived meanwhile, which waited in its buffer; then it is live like any other socket.
 // Nothing is skipped (replay reads up to the end of the outbox, the buffer holds all that came

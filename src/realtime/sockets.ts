@@ -24,12 +24,12 @@ export interface SocketData {
   roomsAsOf: number;
 }
 
-// Events are named by the contract (API.md section 6) and checked where they are handled.
+// Events are named by the contract (docs/api.md section 6) and checked where they are handled.
 export type RealtimeServer = Server<DefaultEventsMap, DefaultEventsMap, DefaultEventsMap, SocketData>;
 export type RealtimeNamespace = Namespace<DefaultEventsMap, DefaultEventsMap, DefaultEventsMap, SocketData>;
 export type RealtimeSocket = Socket<DefaultEventsMap, DefaultEventsMap, DefaultEventsMap, SocketData>;
 
-/** The events a reconnecting client is replayed, per namespace (API.md section 6). */
+/** The events a reconnecting client is replayed, per namespace (docs/api.md section 6). */
 export const REPLAYABLE: Record<'/' | '/admin', readonly string[]> = {
   '/': ['new-message', 'new-notification', 'post-liked', 'task-created', 'task-updated', 'task-deleted'],
   '/admin': ['audit-record'],

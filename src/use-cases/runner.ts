@@ -5,7 +5,7 @@
 //      (FOR KEY SHARE, pipelined with BEGIN: no round trip of its own), so a demotion,
 //      deactivation or revocation either waits for the run to commit or is seen by it.
 //      The use case then loads and locks the rows that decide its right (membership,
-//      the resource) and decides, inside the transaction (API.md section 3).
+//      the resource) and decides, inside the transaction (docs/api.md section 3).
 //   2. `audit` and `emit` are bound to the transaction and the caller. An audited use case
 //      commits exactly one record, or says explicitly that nothing audited happened
 //      (`withoutRecord`); anything else fails the run (a bug, answered 500, nothing written).
@@ -14,7 +14,7 @@
 //      (commit-signal.ts), so that the relay and the sealer take it at once.
 //   3. A right is refused in one way: `authorize(verdict, …)` with a policy's verdict
 //      (domain/authorization.ts). It rolls everything back; then, for an audited action, one
-//      DENIED record is written in a transaction of its own (API.md 5.3), and the caller gets
+//      DENIED record is written in a transaction of its own (docs/api.md 5.3), and the caller gets
 //      404 when they may not know the resource exists, else 403. Other failures (no such
 //      resource, bad input, a conflicting state) are thrown as their domain errors, and roll
 //      back too. `failAfterCommit` is only for a failure that is itself a change to keep.

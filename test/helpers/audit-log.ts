@@ -1,6 +1,7 @@
 // Building an audit log to tamper with and reading what verification says of it: shared by
-// the tamper tests (audit-tamper.test.ts, audit-personal-values.test.ts); settled, for every
-// test that waits for the log to be sealed and signed.
+// the tamper tests (audit-tamper-engine.test.ts, audit-tamper-committed.test.ts,
+// audit-personal-values.test.ts); settled, for every test that waits for the log to be sealed
+// and signed.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import type { Database, Queryable } from '../../src/db/database.js';

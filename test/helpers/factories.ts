@@ -42,7 +42,7 @@ export interface Problem {
   detail?: string;
 }
 
-/** An audit record as the API shows it (API.md section 5). */
+/** An audit record as the API shows it (docs/api.md section 5). */
 export interface AuditRecordBody {
   id: number;
   actor_id: number | null;

@@ -31,7 +31,7 @@ export function projectChecks(h: TestHarness) {
 
   /**
    * A test-only trigger that makes the audit insert of one action fail, so that the change it
-   * describes must roll back with it (API.md 5.2). Dropped afterwards whatever happens.
+   * describes must roll back with it (docs/api.md 5.2). Dropped afterwards whatever happens.
    */
   async function withFailingAudit<T>(action: string, fn: () => Promise<T>): Promise<T> {
     const name = `test_fail_audit_${uniqueWord()}`;

@@ -1431,7 +1431,7 @@ export interface components {
             /** @description What went wrong with this request, in words */
             detail: string;
             /**
-             * @description A stable, machine-readable code (API.md section 2)
+             * @description A stable, machine-readable code (docs/api.md section 2)
              * @enum {string}
              */
             code: "VALIDATION_FAILED" | "MALFORMED_JSON" | "INVALID_QUERY" | "UNAUTHENTICATED" | "INVALID_CREDENTIALS" | "TOKEN_EXPIRED" | "TOKEN_REVOKED" | "FORBIDDEN" | "ACCOUNT_DEACTIVATED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "NOT_ACCEPTABLE" | "REQUEST_TIMEOUT" | "CONFLICT" | "INVALID_TRANSITION" | "LAST_ADMIN" | "LAST_OWNER" | "EMAIL_TAKEN" | "IDEMPOTENCY_KEY_REUSED" | "PRECONDITION_FAILED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "HEADERS_TOO_LARGE" | "INTERNAL" | "UNAVAILABLE";

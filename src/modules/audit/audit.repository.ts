@@ -60,7 +60,7 @@ const S = statements('audit', {
      AND ($3::bigint IS NULL OR id < $3)
    ORDER BY id DESC LIMIT $4`,
   personalData: 'SELECT ref, value FROM audit_personal_data WHERE ref = ANY ($1)',
-  // Emails are stored lower-cased (API.md 1); an email nobody holds now names nobody.
+  // Emails are stored lower-cased (docs/api.md 1); an email nobody holds now names nobody.
   usersByEmail: 'SELECT id, email FROM users WHERE email = ANY ($1::text[])',
 });
 

@@ -36,7 +36,7 @@ export const AuditRecord = named(
   },
 );
 
-/** The search syntax, as the docs page shows it (API.md 4; audit.search.ts parses it; docs/audit-search.md). */
+/** The search syntax, as the docs page shows it (docs/api.md 4; audit.search.ts parses it; docs/audit-search.md). */
 const SEARCH_DESCRIPTION =
   'Search, GitHub audit-log style: terms separated by spaces, each `key:value` (a value with spaces in double quotes). ' +
   'Terms of different keys combine with AND, terms of one key with OR; a leading `-` excludes (a record with no value for the key is kept). ' +

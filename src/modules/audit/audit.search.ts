@@ -1,4 +1,4 @@
-// The audit log's search syntax (API.md 4, "Search syntax (`q=`)"): a query string in, the
+// The audit log's search syntax (docs/api.md 4, "Search syntax (`q=`)"): a query string in, the
 // typed terms out, or what is wrong with it. Pure: no database, no SQL. The repository turns
 // the terms into conditions (audit.repository.ts, searchConditions), with every value a
 // parameter; the service resolves emails to ids first (a lookup this module cannot do).

@@ -67,12 +67,12 @@ export function createAuditService(deps: Deps) {
       return resolvedPage(pageOf(await queryAuditLog(db, await resolveSearch(db, filters), page.after, page.limit), page));
     },
 
-    /** An export is itself audited (API.md 4): one EXPORT_AUDIT_LOG record, written before the first line. */
+    /** An export is itself audited (docs/api.md 4): one EXPORT_AUDIT_LOG record, written before the first line. */
     async recordExport(ctx: ActorContext | RequestContext, format: string, filters: AuditFilters): Promise<void> {
       // A query the syntax refuses is refused before anything is written, as a bad filter is (by its schema).
       checkedSearch(filters.q);
       await run(ctx, EXPORT, async (uow) => {
-        // Metadata keys are camelCase (API.md 5); the filters keep their query names' meaning.
+        // Metadata keys are camelCase (docs/api.md 5); the filters keep their query names' meaning.
         const camel = Object.fromEntries(Object.entries(filters).filter(([, v]) => v !== undefined).map(([k, v]) => [k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase()), v]));
         uow.audit({ action: 'EXPORT_AUDIT_LOG', resourceType: 'AUDIT_LOG', resourceId: null, metadata: { format, filters: camel } });
       });

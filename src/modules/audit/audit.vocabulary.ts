@@ -1,4 +1,4 @@
-// The audit log's vocabulary (API.md 5.2): what a record may say was done, to what, with what
+// The audit log's vocabulary (docs/api.md 5.2): what a record may say was done, to what, with what
 // result. A module of its own, imported by the writer, the search parser and the schemas, so
 // that none of them has to import another to know the words.
 export const AUDIT_ACTIONS = [

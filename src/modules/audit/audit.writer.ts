@@ -3,7 +3,7 @@
 // rolls back with the change it describes, and is written after it. The record is sent, not
 // awaited (Tx.send): it travels with COMMIT, and if it fails the whole transaction fails.
 //
-// A record is also an event: the /admin namespace shows it live (API.md 5.7). So its statement
+// A record is also an event: the /admin namespace shows it live (docs/api.md 5.7). So its statement
 // writes the transaction's outbox row too, the change's events and then the record's own, which
 // names it by id: the events are read with the records they name (outbox.ts), so that delivery
 // reads nothing back, and the record is not written twice (a copy in the outbox was a tenth of a
@@ -19,7 +19,7 @@ export { AUDIT_ACTIONS, AUDIT_RESULTS, RESOURCE_TYPES, type AuditAction, type Au
 
 
 /**
- * Metadata keys whose values are personal data (API.md 5.10). Their values are stored in
+ * Metadata keys whose values are personal data (docs/api.md 5.10). Their values are stored in
  * audit_personal_data; the record itself holds only {"$personal": "<keyed hash>"}, a ref of
  * its own for each value written (personal-data.ts), so that an erased value never comes back.
  */

@@ -1,4 +1,4 @@
-// Personal data named by audit records (API.md 5.10): the record commits to a keyed hash of
+// Personal data named by audit records (docs/api.md 5.10): the record commits to a keyed hash of
 // each value, the ref, and the value sits in audit_personal_data under that ref, where the
 // operator can erase it (`teamlog audit redact`) without rewriting the record.
 //

@@ -1,6 +1,6 @@
 // The brute-force throttle, counted in the database so that every instance agrees: 5 counted
 // failures per email or 20 per address within 15 minutes lock further attempts until the
-// window passes (API.md section 3). Only failures count: an attempt holds no slot while its
+// window passes (docs/api.md section 3). Only failures count: an attempt holds no slot while its
 // password is being checked, so a burst of correct logins from one address (an office behind
 // one NAT) is never refused. Parallel guesses cannot slip past the limit either: each attempt
 // is settled after its check, under an advisory lock per address and per email, against the

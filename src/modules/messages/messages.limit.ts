@@ -1,4 +1,4 @@
-// At most MAX_MESSAGES_PER_SECOND messages a second per user (API.md section 6), counted
+// At most MAX_MESSAGES_PER_SECOND messages a second per user (docs/api.md section 6), counted
 // across all their sockets and POST /messages: both send through the messages service this
 // wraps. The window slides (any 1000 ms holds at most that many), so that a burst that
 // straddles a second boundary is not let through twice over. With Redis every instance counts

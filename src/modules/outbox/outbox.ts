@@ -23,7 +23,7 @@ export interface NumberedEvent extends OutboxEvent {
 }
 
 /**
- * The /admin event of an audit record (API.md 5.7). It is written naming its record (`{id}`)
+ * The /admin event of an audit record (docs/api.md 5.7). It is written naming its record (`{id}`)
  * and read carrying it: the record is not written twice, and delivery reads nothing back.
  */
 export const RECORD_EVENT = 'audit-record';

@@ -1,4 +1,4 @@
-// A use case's access to a project, decided inside its transaction (API.md section 3): the
+// A use case's access to a project, decided inside its transaction (docs/api.md section 3): the
 // project and the memberships that decide the right are locked (projects.repository,
 // lockAccess), and the caller's role comes from the runner's lock on their own row.
 import type { UnitOfWork } from '../../use-cases/runner.js';

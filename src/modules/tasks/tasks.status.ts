@@ -1,4 +1,4 @@
-// The task status machine (API.md, Tasks). Anything not listed is 409 INVALID_TRANSITION;
+// The task status machine (docs/api.md, Tasks). Anything not listed is 409 INVALID_TRANSITION;
 // setting the current status again is a 200 that changes nothing.
 export const TASK_STATUSES = ['TODO', 'IN_PROGRESS', 'IN_REVIEW', 'DONE', 'CANCELED'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];

@@ -1,4 +1,4 @@
-// The audit log's evidence over HTTP (API.md 4, audit log): verification, the newest signed
+// The audit log's evidence over HTTP (docs/api.md 4, audit log): verification, the newest signed
 // checkpoint, RFC 6962 proofs, the public keys, and the export. Registered inside the audit
 // routes' plugin, so the same ADMIN-only hook guards them.
 import { createHash } from 'node:crypto';

@@ -96,7 +96,7 @@ export const PublicKey = named(
 
 export const ProofQuery = Type.Object({ tree_size: Type.Optional(TreeSize) }, { additionalProperties: false });
 
-/** The record as it was sealed (API.md 5.4): its API fields, personal values as their refs. */
+/** The record as it was sealed (docs/api.md 5.4): its API fields, personal values as their refs. */
 export const SealedAuditRecord = named(
   'SealedAuditRecord',
   Type.Object(

@@ -2,7 +2,7 @@
 // one per database read, that the HTTP route and the CLI pipe with backpressure (the next read
 // happens only when the consumer wants more).
 //
-// NDJSON (API.md 4, audit-log export): for each record covered by the newest checkpoint, in
+// NDJSON (docs/api.md 4, audit-log export): for each record covered by the newest checkpoint, in
 // seq order, `{type: "record", record, sealed, seq, leaf_hash, audit_path}`; then the records
 // the checkpoint does not cover yet (sealed since, then not sealed yet), in commit order, with
 // `seq: null` and no proof; and last

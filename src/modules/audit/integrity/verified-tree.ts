@@ -1,5 +1,5 @@
 // The tree the sealer extends and the checkpointer signs, held in memory and never taken from
-// the database on trust (ARCHITECTURE.md: never trust a row you can recompute). It is loaded
+// the database on trust (docs/architecture.md: never trust a row you can recompute). It is loaded
 // from the newest checkpoint, which must verify under a key trusted from outside the database:
 // the stored tiles of its right edge must reproduce its signed root. Records sealed after it
 // (by this instance or another) are taken from their records, their leaves recomputed and

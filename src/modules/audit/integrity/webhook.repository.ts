@@ -25,7 +25,7 @@ export interface WebhookLag {
   seconds: number;
 }
 
-/** Taking the lease: one instance at a time, the others skip instead of queueing (API.md 5.6). */
+/** Taking the lease: one instance at a time, the others skip instead of queueing (docs/api.md 5.6). */
 const WEBHOOK_LOCK = 7_245_030;
 const LEASE = `clock_timestamp() + $2::float8 * interval '1 millisecond'`;
 

@@ -1,4 +1,4 @@
-// Streams the sealed audit log out (API.md 5.9): every sealed record and every checkpoint is
+// Streams the sealed audit log out (docs/api.md 5.9): every sealed record and every checkpoint is
 // POSTed at least once, in seq order, to AUDIT_WEBHOOK_URL as
 //   {type: "audit-batch", records: [{seq, leaf_hash, record, sealed} …≤100], checkpoint?}
 // signed `X-Teamlog-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>`.
@@ -14,14 +14,14 @@
 // moment it arrives. A checkpoint over records already delivered (the sealer signs after
 // sealing; or re-signs the same head after a key rotation) comes in a batch with no records.
 //
-// Why reading the seal by `seq >= cursor` keeps commit order (API.md 5.5): seqs are given by the
+// Why reading the seal by `seq >= cursor` keeps commit order (docs/api.md 5.5): seqs are given by the
 // sealer, which reads records in commit order (db/commit-order.ts), one transaction at a time
 // under its advisory lock, each batch continuing from what the one before it committed (the seal
 // is dense: audit_seal_batches' prev_seq references next_seq). So seq n+1 becomes visible only
 // after seq n is, no seq can appear later below one already seen, and the same holds for
 // checkpoint ids.
 //
-// One instance delivers at a time (API.md 5.6). It runs as a background loop like the sealer
+// One instance delivers at a time (docs/api.md 5.6). It runs as a background loop like the sealer
 // (ops/background-loop.ts), but not under the loop's transaction-level advisory lock: here the
 // transaction must end before the POST (on PGlite a transaction holds the service's one
 // connection, so a slow receiver would stall every request), and the lock of a transaction ends
@@ -51,7 +51,7 @@ import {
   advanceCursor, claimLease, ensureWebhookCursor, nextCheckpoint, releaseLease, renewLease, tryWebhookLock, webhookState, type Deliverer, type WebhookCursor,
 } from './webhook.repository.js';
 
-/** Records per POST (API.md 5.9). */
+/** Records per POST (docs/api.md 5.9). */
 const BATCH = 100;
 
 /** Timings. Not public configuration: production uses the defaults; tests shorten them. */
