@@ -72,6 +72,8 @@ export function createProjectsService(deps: Deps, { memberRemovalSteps }: Projec
         const [, project] = await Promise.all([repo.insertMember(uow.tx, id, ctx.actor.id, 'OWNER'), repo.findProject(uow.tx, id)]);
         // One record per action: creating a project is CREATE_PROJECT, not also ADD_PROJECT_MEMBER.
         uow.audit({ action: 'CREATE_PROJECT', resourceType: 'PROJECT', resourceId: id, metadata: { name } });
+        // The creator's open sockets join the new project's room, as a member added later's do.
+        uow.emit(membershipChanged(id, ctx.actor.id, 'OWNER'));
         return project!;
       });
     },
