@@ -2,7 +2,8 @@
 // get each event once and in event_id order, also when the connection is cut and events are
 // committed meanwhile (the client resumes with last_event_id); resync-required reaches the
 // application as a typed event with the advice to reload; ADMINs get the /admin audit stream
-// and others are told no; and the README's example is examples/quickstart.ts and runs.
+// and others are told no; one namespace disconnects and reconnects (resuming or live only)
+// while the other stays connected; and the README's example is examples/quickstart.ts and runs.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -114,6 +115,46 @@ test('ADMINs get each audit record on /admin; a USER subscribing is told forbidd
   teamlog.realtime.on('audit-record', () => assert.fail('a USER got an audit record'));
   await until('forbidden', () => errors.length === 1);
   assert.equal((errors[0] as { code?: string }).code, 'FORBIDDEN');
+});
+
+test('disconnect(\'/admin\') leaves / connected; connecting again replays what was missed, or with resume: false goes on live only', async () => {
+  const admin = await signedIn({ email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
+  const records: number[] = [];
+  const messages: number[] = [];
+  const connects: Array<number | undefined> = [];
+  admin.realtime.on('audit-record', (r) => void (r.action === 'CREATE_PROJECT' && records.push(r.resource_id!)));
+  admin.realtime.on('new-message', (m) => void messages.push(m.id));
+  admin.realtime.on('connected', ({ namespace, resumedFrom }) => void (namespace === '/admin' && connects.push(resumedFrom)));
+  await Promise.all([admin.realtime.ready('/'), admin.realtime.ready('/admin')]);
+  const seen = await admin.projects.create({ name: 'Seen live' });
+  await until('the record of a project created while connected', () => records.includes(seen.id));
+
+  admin.realtime.disconnect('/admin');
+  assert.equal(admin.realtime.connected('/admin'), false);
+  assert.equal(admin.realtime.connected('/'), true);
+  const missed = await admin.projects.create({ name: 'Missed' });
+  const message = await postMessage(h.admin, 'general');
+  await until('a message on /, still connected', () => messages.includes(message.id));
+  await sleep(200);
+  assert.ok(!records.includes(missed.id), 'no audit record while /admin is disconnected');
+  admin.realtime.connect('/admin');
+  await until('the missed record, replayed', () => records.includes(missed.id));
+  assert.equal(typeof connects[1], 'number', 'resumed from the last event received');
+
+  admin.realtime.disconnect('/admin', { resume: false });
+  assert.equal(admin.realtime.lastEventId('/admin'), undefined);
+  const forgotten = await admin.projects.create({ name: 'Forgotten' });
+  // Delivered in event_id order: once a later message has arrived, the record has been sent.
+  const later = await postMessage(h.admin, 'general');
+  await until('a message committed after it', () => messages.includes(later.id));
+  await admin.realtime.ready('/admin');
+  const after = await admin.projects.create({ name: 'After' });
+  await until('a record committed after the reconnection', () => records.includes(after.id));
+  await sleep(200);
+  assert.ok(!records.includes(forgotten.id), 'resume: false replays nothing');
+  assert.deepEqual(connects.slice(2), [undefined], 'live only');
+  assert.deepEqual(records, [seen.id, missed.id, after.id], 'each once');
+  assert.equal(admin.realtime.connected('/'), true);
 });
 
 test('the README\'s example is examples/quickstart.ts, and it runs against a real server', async () => {

@@ -101,7 +101,8 @@ export class Realtime {
 
   /** Connects a namespace (done by on() for its events): `/` for every user, `/admin` for ADMINs. */
   connect(namespace: Namespace = '/'): void {
-    if (this.channels.has(namespace)) return;
+    const existing = this.channels.get(namespace);
+    if (existing) return existing.open();
     this.manager ??= new Manager(this.baseUrl, {
       path: '/socket.io',
       // Several instances without sticky sessions: no long-polling handshake to lose.
@@ -145,6 +146,17 @@ export class Realtime {
     throw new TeamlogError(clientProblem(status, answer.error.code, answer.error.message));
   }
 
+  /**
+   * Disconnects one namespace and leaves the other connected (close() disconnects both). Its
+   * handlers stay registered (remove them with the functions on() answered), and on() or
+   * connect() opens it again: resuming after the last event received, so that what was committed
+   * meanwhile is replayed; or, with `{ resume: false }`, live only, from the reconnection on.
+   */
+  disconnect(namespace: Namespace, { resume = true }: { resume?: boolean } = {}): void {
+    this.channels.get(namespace)?.close(resume);
+    if (!resume && this.options.lastEventId) delete this.options.lastEventId[namespace];
+  }
+
   /** Closes every socket (subscriptions are kept: on() or connect() opens them again, resuming). */
   close(): void {
     for (const [ns, channel] of this.channels) {
@@ -164,7 +176,8 @@ class Channel {
   processed: number | undefined;
   private readonly queue: Array<[string, Record<string, unknown>]> = [];
   private draining = false;
-  private closed = false;
+  /** Until open(), and after close(). */
+  private closed = true;
   private attempts = 0;
   private retry: ReturnType<typeof setTimeout> | undefined;
   private resumedFrom: number | undefined;
@@ -209,14 +222,20 @@ class Channel {
     });
   }
 
+  /** Connects, or connects again after close() (the same socket: its Manager keeps one per namespace). */
   open(): void {
+    if (!this.closed) return;
+    this.closed = false;
+    this.attempts = 0;
     this.socket.connect();
   }
 
-  close(): void {
+  /** Disconnects; `resume` false forgets the position, so that the next open() is live only. */
+  close(resume = true): void {
     this.closed = true;
     clearTimeout(this.retry);
     this.socket.disconnect();
+    if (!resume) this.received = this.processed = undefined;
   }
 
   reauth(token: string): void {
