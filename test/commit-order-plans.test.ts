@@ -12,7 +12,7 @@ import { declaredStatements } from '../src/db/statements.js';
 import { NOTHING_CONSUMED, parseSnapshot, xactCeiling, type CommittedReader, type PositionColumns } from '../src/db/commit-order.js';
 import type { Database } from '../src/db/database.js';
 import { committedRecords } from '../src/modules/audit/integrity/evidence.repository.js';
-import { committedOutbox } from '../src/modules/outbox/outbox.js';
+import { committedOutbox } from '../src/modules/outbox/outbox.repository.js';
 import { useTestDatabase } from './helpers/harness.js';
 
 const h = useTestDatabase();

@@ -5,7 +5,7 @@
 // for work nobody announced (another process's commits), and never after a bounded stop.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database, Tx } from '../db/database.js';
-import { query, statements } from '../db/statements.js';
+import { tryAdvisoryLock } from './background-loop.repository.js';
 
 /**
  * What a round says of the work left:
@@ -170,10 +170,6 @@ export class BackgroundLoop {
   }
 }
 
-const S = statements('background-loop', {
-  tryLock: 'SELECT pg_try_advisory_xact_lock($1) AS locked',
-});
-
 /**
  * A round that one instance runs at a time: `body` runs in a transaction that first takes the
  * advisory lock `key` (without waiting; answered 'held' when another instance has it). The lock
@@ -184,8 +180,7 @@ export function exclusiveRound(db: Database, key: number, body: (tx: Tx) => Prom
   return () =>
     db.transaction(
       async (tx) => {
-        const [lock] = await query<{ locked: boolean }>(tx, S.tryLock, [key]);
-        if (!lock?.locked) return 'held';
+        if (!(await tryAdvisoryLock(tx, key))) return 'held';
         return body(tx);
       },
       { planEachStatement: true },

@@ -4,21 +4,14 @@
 // events (modules/outbox/control-events.ts) move sockets between rooms or disconnect them.
 // Each send is timed from the read of its event's batch (teamlog_realtime_emit_lag_seconds).
 import type { Queryable } from '../db/database.js';
-import { query, statements } from '../db/statements.js';
 import { isoTimestamp } from '../db/timestamps.js';
 import type { AuditRow } from '../modules/audit/audit.repository.js';
 import { resolvePersonalData } from '../modules/audit/audit.service.js';
 import { RECORD_EVENT, type NumberedEvent } from '../modules/outbox/outbox.js';
 import { emitLagOf } from '../ops/metrics.js';
+import { batchAges } from './delivery.repository.js';
 import type { RelayedEvent } from './relay.js';
 import { REPLAYABLE, projectRoom, sessionRoom, userRoom, type RealtimeNamespace, type RealtimeSocket } from './sockets.js';
-
-const S = statements('delivery', {
-  // How long ago the batches holding events from $1 on were numbered, by the database's clock
-  // (which stamped them): a range of the primary key, at most $2 batches.
-  batchAges: `SELECT first_event_id, last_event_id, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8 AS age_seconds
-   FROM outbox_batches WHERE last_event_id >= $1 AND event_count > 0 ORDER BY last_event_id LIMIT $2`,
-});
 
 export interface Namespaces {
   main: RealtimeNamespace;
@@ -147,7 +140,7 @@ function emitLagObserver(db: Queryable, namespaces: Namespaces) {
     if (unread.length === 0 || asking) return;
     asking = true;
     const asked = performance.now();
-    query<{ first_event_id: number; last_event_id: number; age_seconds: number }>(db, S.batchAges, [unread[0]!.event.event_id, unread.length])
+    batchAges(db, unread[0]!.event.event_id, unread.length)
       .then((batches) => {
         // The age was read about halfway between asking and the answer: the send was that long before.
         const sinceSent = ((asked + performance.now()) / 2 - sentAt) / 1000;

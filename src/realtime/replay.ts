@@ -6,7 +6,7 @@
 // from the buffer and from live delivery alike).
 // If what it missed is no longer kept, it is told so (resync-required) and refetches.
 import type { Database } from '../db/database.js';
-import { eventBounds, replayEvents } from '../modules/outbox/outbox.js';
+import { eventBounds, replayEvents } from '../modules/outbox/outbox.repository.js';
 import { packetsFor, type CatchingUp } from './delivery.js';
 import { REPLAYABLE, eventRooms, type RealtimeNamespace, type RealtimeSocket } from './sockets.js';
 

@@ -9,9 +9,9 @@
 // reads nothing back, and the record is not written twice (a copy in the outbox was a tenth of a
 // request's WAL). One statement instead of two: the hot write paths pay per statement.
 import type { Tx } from '../../db/database.js';
-import { send, statements } from '../../db/statements.js';
 import type { RequestContext } from '../../context.js';
-import { itemsParam, outboxInsert, RECORD_EVENT, type OutboxEvent } from '../outbox/outbox.js';
+import type { OutboxEvent } from '../outbox/outbox.js';
+import { sendAuditRecord, sendPersonalData } from './audit-writer.repository.js';
 import { newPersonalDataRef } from './personal-data.js';
 import type { AuditAction, AuditResult, ResourceType } from './audit.vocabulary.js';
 
@@ -54,24 +54,6 @@ export interface AuditWriter {
   record(tx: Tx, ctx: RequestContext, entry: AuditEntry, events?: OutboxEvent[]): void;
 }
 
-const S = statements('audit-writer', {
-  // The record, then the transaction's outbox row: the change's events ($10, a JSON array,
-  // possibly empty, as text) and, appended to them, the record's /admin event, which names it.
-  insert: {
-    text: `WITH record AS (
-    INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
-  )
-  ${outboxInsert(`(left($10::text, -1) || CASE WHEN $10::text = '[]' THEN '' ELSE ',' END
-    || '{"name":"${RECORD_EVENT}","room":"admin","payload":{"id":' || record.id || '}}]')::json FROM record`)}`,
-    prepare: true,
-  },
-  // Salted refs are never shared, so no conflict is expected: one would fail the transaction
-  // rather than leave a record pointing at another record's row.
-  insertPersonalData: `INSERT INTO audit_personal_data (ref, subject_user_id, value, salt)
-  SELECT ref, $2::bigint, value, decode(salt, 'hex') FROM unnest($1::text[], $3::text[], $4::text[]) AS p(ref, value, salt)`,
-});
-
 const MAX_IP = 64;
 const MAX_USER_AGENT = 512;
 
@@ -90,9 +72,9 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
       }
     }
     if (personal.length > 0) {
-      send(tx, S.insertPersonalData, [personal.map((p) => p.ref), subject, personal.map((p) => p.value), personal.map((p) => p.salt)]);
+      sendPersonalData(tx, subject, personal);
     }
-    const values = [
+    sendAuditRecord(tx, [
       entry.actorId !== undefined ? entry.actorId : (ctx.actor?.id ?? null),
       entry.action,
       entry.resourceType,
@@ -103,8 +85,7 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
       ctx.ip?.slice(0, MAX_IP) ?? null,
       ctx.userAgent?.slice(0, MAX_USER_AGENT) ?? null,
       ctx.requestId,
-    ];
-    send(tx, S.insert, [...values, itemsParam(events)]);
+    ], events);
   }
 
   return { record };

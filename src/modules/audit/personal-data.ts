@@ -9,8 +9,7 @@
 // With a salt each record has its own ref, and an erased ref never comes back. Rows written
 // before the salt existed have none (ref = HMAC(key, subject ‖ 0x00 ‖ value)) and still read.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Queryable } from '../../db/database.js';
-import { query, statements } from '../../db/statements.js';
+import type { PersonalDataRow } from './personal-data.repository.js';
 
 /** Fixed length, so that salt ‖ subject ‖ 0x00 ‖ value reads one way only. */
 export const PERSONAL_DATA_SALT_BYTES = 16;
@@ -28,15 +27,6 @@ export function newPersonalDataRef(key: Buffer, subject: number | null, value: s
   return { ref: personalDataRef(key, salt, subject, value), salt };
 }
 
-/** A row of audit_personal_data (salt as hex, as `storedPersonalData` reads it). */
-export interface PersonalDataRow {
-  ref: string;
-  subject_user_id: number | null;
-  value: string;
-  /** Hex; null for rows written before refs were salted. */
-  salt: string | null;
-}
-
 /**
  * Whether a stored value is the one its ref commits to: HMAC(key, salt ‖ subject ‖ value)
  * equals the ref that the record (and so the sealed leaf) holds. A value that was changed
@@ -47,33 +37,4 @@ export function personalDataMatches(key: Buffer, row: PersonalDataRow): boolean 
   if (row.salt !== null && !/^(?:[0-9a-f]{2})+$/i.test(row.salt)) return false;
   const expected = Buffer.from(personalDataRef(key, row.salt === null ? null : Buffer.from(row.salt, 'hex'), row.subject_user_id, row.value), 'hex');
   return timingSafeEqual(expected, Buffer.from(row.ref, 'hex'));
-}
-
-const S = statements('personal-data', {
-  // The values, with what it takes to check them against their refs (personalDataMatches).
-  find: `SELECT ref, subject_user_id, value, encode(salt, 'hex') AS salt FROM audit_personal_data WHERE ref = ANY ($1::text[])`,
-  // Erasure of everything stored about one user (`teamlog audit redact --user`). Only an
-  // owner connection may: the service's role has no DELETE here (R__privileges.sql).
-  eraseSubject: `WITH erased AS (DELETE FROM audit_personal_data WHERE subject_user_id = $1 RETURNING 1)
-  SELECT count(*)::int AS erased FROM erased`,
-  // Erasure of one value whoever it was stored about (`teamlog audit redact --email`): an
-  // address typed into a failed login names no user (subject NULL), so --user cannot reach it.
-  // Emails are compared as the service compares them, case-insensitively. A full scan of the
-  // table, on purpose: erasure is rare, and an index on the values would be one more copy.
-  eraseValue: `WITH erased AS (DELETE FROM audit_personal_data WHERE lower(value) = lower($1) RETURNING 1)
-  SELECT count(*)::int AS erased FROM erased`,
-});
-
-export const storedPersonalData = (q: Queryable, refs: string[]) => query<PersonalDataRow>(q, S.find, [refs]);
-
-/** Deletes every stored value whose subject is `userId`; answers how many there were. */
-export async function erasePersonalDataOf(q: Queryable, userId: number): Promise<number> {
-  const [row] = await query<{ erased: number }>(q, S.eraseSubject, [userId]);
-  return row?.erased ?? 0;
-}
-
-/** Deletes every stored value equal to `email` (case-insensitively), whatever its subject; answers how many. */
-export async function erasePersonalValue(q: Queryable, email: string): Promise<number> {
-  const [row] = await query<{ erased: number }>(q, S.eraseValue, [email]);
-  return row?.erased ?? 0;
 }

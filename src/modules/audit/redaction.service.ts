@@ -5,7 +5,7 @@
 import type { RequestContext } from '../../context.js';
 import type { Deps } from '../../deps.js';
 import { useCase } from '../../use-cases/runner.js';
-import { erasePersonalDataOf, erasePersonalValue } from './personal-data.js';
+import { erasePersonalDataOf, erasePersonalValue } from './personal-data.repository.js';
 
 const REDACT = useCase('audit.redactPersonalData', ['REDACT_PERSONAL_DATA']);
 

@@ -10,60 +10,20 @@
 // checks it with the public key alone (verify-export.ts). CSV: the same records, one row each,
 // for people and spreadsheets, with cells that a spreadsheet would run as a formula defused.
 import type { Queryable } from '../../../db/database.js';
-import { where } from '../../../db/conditions.js';
 import { auditFilterConditions, type AuditFilters, type AuditRow } from '../audit.repository.js';
 import { resolvePersonalData, resolveSearch } from '../audit.service.js';
 import { PERSONAL_MARKER } from '../audit.writer.js';
 import { committedRecords, lastSealBatch, latestCheckpoint } from './evidence.repository.js';
+import { matchingRecords, sealedChunk, type SealedExportRow, type SealedLineRow } from './export.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
 import { inclusionProof, inclusionProofNodes, nodeHashBase64, verifyInclusion, type Hash, type NodeKey, type NodeSource } from './merkle.js';
 import { integerText } from './integer-text.js';
 import { OutputBuffer, utf8Bound } from './output-buffer.js';
-import { SEALED_FORM_JSON, sealedForm } from './sealed-form.js';
+import { sealedForm } from './sealed-form.js';
 import { readTiles, storedNodes } from './tile-store.js';
 import { TILE_WIDTH, tileKey } from './tiles.js';
 
 export type ExportFormat = 'ndjson' | 'csv';
-
-const RECORD_COLUMNS = 'a.id, a.actor_id, a.action, a.resource_type, a.resource_id, a."timestamp", a.result, a.metadata, a.ip, a.user_agent, a.request_id';
-
-type SealedExportRow = AuditRow & { seq: number; leaf: string };
-/** A sealed record for an NDJSON line: its sealed form as JSON text, made by PostgreSQL. */
-type SealedLineRow = { seq: number; leaf: string; record_json: string };
-
-/**
- * Sealed records with seq in [from, to) that match the filters, in seq order: as columns (CSV)
- * or as the sealed form's JSON text (NDJSON). The seal's batches are unnested once each; each
- * record by its key (the lateral subquery is not flattened): a block costs the same whatever the
- * filters and the statistics, where a join left to the planner could scan all of audit_log for
- * each block.
- */
-function sealedChunk<R>(q: Queryable, form: 'columns' | 'json', f: AuditFilters, from: number, to: number) {
-  const w = where(`export_sealed_${form}`, [
-    [(p) => `b.first_seq >= (SELECT COALESCE(max(first_seq), 0) FROM audit_seal_batches WHERE first_seq <= ${p})`, from],
-    [(p) => `b.first_seq < ${p}`, to],
-    [(p) => `b.first_seq + u.ord - 1 >= ${p}`, from],
-    [(p) => `b.first_seq + u.ord - 1 < ${p}`, to],
-    ...auditFilterConditions(f, 'a.'),
-  ]);
-  w.params.push(to - from);
-  const columns = form === 'json' ? `${SEALED_FORM_JSON} AS record_json` : RECORD_COLUMNS;
-  return q.query<R>(
-    `SELECT b.first_seq + u.ord - 1 AS seq, encode(u.leaf, 'base64') AS leaf, ${columns}
-       FROM audit_seal_batches b CROSS JOIN LATERAL unnest(b.record_ids, b.leaves) WITH ORDINALITY AS u(id, leaf, ord)
-       JOIN LATERAL (SELECT * FROM audit_log r WHERE r.id = u.id OFFSET 0) a ON true
-       ${w.clause} ORDER BY b.first_seq, u.ord LIMIT $${w.params.length}`,
-    w.params,
-    { prepareAs: w.prepareAs },
-  );
-}
-
-/** Records of these ids that match the filters, in the ids' order. */
-function matching(q: Queryable, f: AuditFilters, ids: number[]) {
-  const w = where('export_pending', [[(p) => `a.id = ANY (${p}::bigint[])`, ids], ...auditFilterConditions(f, 'a.')]);
-  w.params.push(ids);
-  return q.query<AuditRow>(`SELECT ${RECORD_COLUMNS} FROM audit_log a ${w.clause} ORDER BY array_position($${w.params.length}::bigint[], a.id)`, w.params, { prepareAs: w.prepareAs });
-}
 
 export interface ExportOptions {
   filters: AuditFilters;
@@ -374,7 +334,7 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
   }
   for await (const unsealed of committedRecords.scan(db, sealedThen, chunk)) {
     await stillEntitled?.();
-    const rows = await matching(db, filters, unsealed.map((r) => r.id));
+    const rows = await matchingRecords(db, filters, unsealed.map((r) => r.id));
     pendingCount += rows.length;
     if (rows.length > 0) yield pendingLines(rows, await resolvePersonalData(db, rows));
   }
