@@ -5,9 +5,9 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isUnavailableError, pgErrorCode } from '../db/database.js';
 import { DomainError } from '../domain/errors.js';
+import { describeIssue, type AjvIssue } from '../validation/issues.js';
 import { AppError, TITLES, fromDomain, unavailable, type FieldError } from './errors.js';
 import { noteProblem } from './request-context.js';
-import { patternMessage } from './schemas.js';
 
 const PROBLEM_TYPES: Record<string, string> = {
   VALIDATION_FAILED: '/problems/validation',
@@ -42,77 +42,10 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, err: A
 
 const PART_NAMES: Record<string, FieldError['in']> = { body: 'body', querystring: 'query', params: 'path', headers: 'header' };
 
-export interface AjvIssue {
-  instancePath?: string;
-  keyword?: string;
-  message?: string;
-  params?: Record<string, unknown>;
-  /** The value that failed (the validators run with Ajv's verbose option). */
-  data?: unknown;
-}
-
-const TYPE_NAMES: Record<string, string> = {
-  integer: 'an integer', number: 'a number', string: 'a string', boolean: 'a boolean (true or false)',
-  object: 'an object', array: 'an array', null: 'null',
-};
-const FORMAT_NAMES: Record<string, string> = { 'date-time': 'a date-time (ISO 8601, e.g. 2026-11-21T09:30:00Z)', email: 'an email address' };
-
-/** Every message says what is wrong with the value, in words a client can act on. */
-export function describe(issue: AjvIssue): { field: string; message: string } {
-  let field = issue.instancePath ?? '';
-  let message = issue.message ?? 'is invalid';
-  const p = issue.params ?? {};
-  const limit = String(p.limit);
-  switch (issue.keyword) {
-    case 'required':
-      field += `/${String(p.missingProperty)}`;
-      message = 'is required';
-      break;
-    case 'additionalProperties':
-      field += `/${String(p.additionalProperty)}`;
-      message = 'is not allowed';
-      break;
-    case 'maxLength':
-      message = `must have at most ${limit} characters`;
-      break;
-    case 'minLength':
-      message = p.limit === 1 ? 'must not be empty' : `must have at least ${limit} characters`;
-      break;
-    case 'pattern':
-      message = patternMessage(String(p.pattern), issue.data);
-      break;
-    case 'type':
-      message = `must be ${String(p.type).split(',').map((t) => TYPE_NAMES[t] ?? t).join(' or ')}`;
-      break;
-    case 'enum':
-      message = `must be one of ${(p.allowedValues as unknown[]).map(String).join(', ')}`;
-      break;
-    case 'const':
-      message = `must be ${String(p.allowedValue)}`;
-      break;
-    case 'format':
-      message = `must be ${FORMAT_NAMES[String(p.format)] ?? `a valid ${String(p.format)}`}`;
-      break;
-    case 'maximum':
-      message = `must be at most ${limit}`;
-      break;
-    case 'minimum':
-      message = `must be at least ${limit}`;
-      break;
-    case 'maxItems':
-      message = `must have at most ${limit} items`;
-      break;
-    case 'minProperties':
-      message = p.limit === 1 ? 'must have at least one field' : `must have at least ${limit} fields`;
-      break;
-  }
-  return { field: field || '/', message };
-}
-
 /** Maps a Fastify validation failure to our VALIDATION_FAILED problem. */
 function validationError(err: FastifyError): AppError {
   const where = PART_NAMES[err.validationContext ?? 'body'] ?? 'body';
-  const errors = (err.validation as AjvIssue[]).map((issue) => ({ ...describe(issue), in: where }));
+  const errors = (err.validation as AjvIssue[]).map((issue) => ({ ...describeIssue(issue), in: where }));
   const first = errors[0]!;
   const prefix = where === 'body' ? '' : `${where} parameter `;
   return new AppError(400, 'VALIDATION_FAILED', `${prefix}${first.field.replace(/^\//, '') || 'value'} ${first.message}`, { errors });

@@ -1,21 +1,7 @@
 // Building blocks for route schemas. One schema per route gives validation, static types,
 // response whitelisting (fast serialization) and the OpenAPI document at once.
 import { Type, type Static, type TSchema } from 'typebox';
-
-/**
- * What a value that fails a pattern is told: the pattern itself means nothing to a client, so
- * every pattern a schema uses is declared with its message (error-handler.ts reads them).
- */
-const PATTERN_MESSAGES = new Map<string, (value: unknown) => string>();
-
-/** A pattern and what to tell a value that does not match it. */
-export function pattern(source: string, message: string | ((value: unknown) => string)): string {
-  PATTERN_MESSAGES.set(source, typeof message === 'string' ? () => message : message);
-  return source;
-}
-
-export const patternMessage = (source: string, value: unknown): string =>
-  PATTERN_MESSAGES.get(source)?.(value) ?? `must match the pattern ${source}`;
+import { pattern } from '../validation/patterns.js';
 
 const hasNul = (v: unknown) => typeof v === 'string' && v.includes('\u0000');
 

@@ -9,16 +9,17 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ActorContext } from '../context.js';
 import { DomainError } from '../domain/errors.js';
-import { describe, type AjvIssue } from '../http/error-handler.js';
-import { createValidatorCompiler } from '../http/validation.js';
 import { presentMessage } from '../modules/messages/messages.presenter.js';
 import { MessageBody } from '../modules/messages/messages.schemas.js';
 import type { MessagesService } from '../modules/messages/messages.service.js';
+import { describeIssue, type AjvIssue } from '../validation/issues.js';
+import { createValidators } from '../validation/validators.js';
 import type { RealtimeSocket } from './sockets.js';
 
 export const MAX_MESSAGE_BYTES = 16 * 1024;
 
-const validateBody = createValidatorCompiler()({ schema: MessageBody, httpPart: 'body', method: 'POST', url: '/messages' }) as ((data: unknown) => boolean) & { errors?: AjvIssue[] | null };
+// Validated as POST /messages validates its body: the same schema, the same messages.
+const validateBody = createValidators()(MessageBody, 'body') as ((data: unknown) => boolean) & { errors?: AjvIssue[] | null };
 
 type Ack = (answer: Record<string, unknown>) => void;
 
@@ -32,7 +33,7 @@ function refusal(input: unknown): { code: string; message: string } | undefined 
   }
   if (size > MAX_MESSAGE_BYTES) return { code: 'PAYLOAD_TOO_LARGE', message: `A message event may have at most ${MAX_MESSAGE_BYTES} bytes` };
   if (!validateBody(input)) {
-    const { field, message } = describe(validateBody.errors?.[0] ?? {});
+    const { field, message } = describeIssue(validateBody.errors?.[0] ?? {});
     return { code: 'VALIDATION_FAILED', message: `${field.replace(/^\//, '') || 'message'} ${message}` };
   }
   return undefined;

@@ -1,7 +1,8 @@
 // Messages as the API takes and gives them; POST /messages and the socket's new-message event
 // validate with the same body schema.
 import { Type } from 'typebox';
-import { Id, Text, Timestamp, named, pattern } from '../../http/schemas.js';
+import { Id, Text, Timestamp, named } from '../../http/schemas.js';
+import { pattern } from '../../validation/patterns.js';
 import { ROOM_PATTERN } from './messages.service.js';
 
 export const Room = Type.String({ pattern: pattern(ROOM_PATTERN, 'must be "general" or "project:<id>"'), maxLength: 30, description: '`general` or `project:<id>`' });
