@@ -19,8 +19,8 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SOURCE = path.join(ROOT, 'web/console');
 export const WEB_OUT = path.join(ROOT, 'dist/web/console');
 const STAMP = path.join(WEB_OUT, '.build-stamp');
-/** What the bundle depends on: its sources, this script, its tsconfig, the installed packages. */
-const INPUTS = ['web', 'scripts/build-web.mjs', 'tsconfig.web.json', 'package-lock.json'];
+/** What the bundle depends on: its sources and the client library's (client/src/, through tsconfig.web.json's paths), this script, its tsconfig, the installed packages. */
+const INPUTS = ['web', 'client/src', 'scripts/build-web.mjs', 'tsconfig.web.json', 'package-lock.json'];
 const JS_BUDGET_GZIP = 60 * 1024;
 
 function listFiles(p) {

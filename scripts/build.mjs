@@ -22,7 +22,7 @@ const DIST = path.join(ROOT, 'dist');
 const STAMP = path.join(DIST, '.build-stamp');
 const BUILD_INFO = path.join(DIST, 'build-info.json');
 /** What tsc and esbuild read: the sources, their configuration, and the installed packages' versions. */
-const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json', 'web', 'tsconfig.web.json', 'scripts/build-web.mjs'];
+const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json', 'web', 'client/src', 'tsconfig.web.json', 'scripts/build-web.mjs'];
 const ENTRY_POINTS = ['server.js', 'cli.js', 'seed.js', 'web/console/index.html'];
 
 function listFiles(p) {

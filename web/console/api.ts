@@ -1,69 +1,29 @@
 // Everything the console reads from the service, behind one small interface (ConsoleApi), so that
-// the views know nothing of URLs, tokens or sockets. Self-contained (fetch and socket.io-client):
-// the @teamlog/client library (client/) can take its place behind the same interface.
+// the views know nothing of URLs, tokens or sockets. Built on @teamlog/client (client/, resolved
+// to its source by tsconfig.web.json): its sessions renew the access token before it expires
+// (and once on a 401 TOKEN_EXPIRED), its lists walk keyset pages, and its real-time side resumes
+// /admin from the last event_id after a dropped connection and sends reauth with each new token.
 //
-// Tokens live in this module's memory only: a reload or a new tab signs in again. The refresh
-// token is used to renew the access token before it expires (and once more on a 401
-// TOKEN_EXPIRED) but is never stored: sessionStorage is copied into a duplicated tab, and two tabs
-// spending one refresh token is what the service treats as theft (SESSION_REVOKED, every session
-// token revoked).
-import { io, type Socket } from 'socket.io-client';
+// Tokens live in memory only (the client's default store, one client per sign-in): a reload or
+// a new tab signs in again. Never sessionStorage: it is copied into a duplicated tab, and two
+// tabs spending one refresh token is what the service treats as theft (SESSION_REVOKED, every
+// session token revoked).
+import {
+  TeamlogError,
+  createClient,
+  type AuditCheckpoint,
+  type AuditInclusionProof,
+  type AuditPublicKey,
+  type AuditRecord,
+  type Page,
+  type TeamlogClient,
+  type User,
+} from '@teamlog/client';
 
-const API = '/api/v1';
-
-export interface User {
-  id: number;
-  email: string;
-  name: string;
-  role: 'ADMIN' | 'USER' | string;
-}
-
-export interface AuditRecord {
-  id: number;
-  actor_id: number | null;
-  action: string;
-  resource_type: string;
-  resource_id: number | null;
-  timestamp: string;
-  result: string;
-  metadata: Record<string, unknown>;
-  ip: string | null;
-  user_agent: string | null;
-  request_id: string;
-}
-
-export interface Page<T> {
-  data: T[];
-  next_cursor: string | null;
-}
-
-export interface InclusionProof {
-  id: number;
-  seq: number;
-  tree_size: number;
-  leaf_hash: string;
-  audit_path: string[];
-  sealed: Record<string, unknown>;
-}
-
-export interface CheckpointJson {
-  origin: string;
-  tree_size: number;
-  root_hash: string;
-  prev_checkpoint_hash: string | null;
-  key_id: string;
-  signature: string;
-  created_at: string;
-  note: string;
-}
-
-export interface PublicKey {
-  key_id: string;
-  algorithm: string;
-  public_key: string;
-  note_verifier_key: string;
-  created_at: string;
-}
+export type { AuditRecord, Page, User };
+export type InclusionProof = AuditInclusionProof;
+export type CheckpointJson = AuditCheckpoint;
+export type PublicKey = AuditPublicKey;
 
 export type ExportFormat = 'csv' | 'ndjson';
 
@@ -115,185 +75,129 @@ export interface ConsoleApi {
   subscribeAuditRecords(handlers: LiveHandlers): LiveSubscription;
 }
 
-interface Tokens {
-  access: string;
-  refresh: string;
-  expiresIn: number;
+const SESSION_ENDED = 'Your session ended: sign in again.';
+
+/** The client's errors in the console's terms: its problems as ApiError, a fetch that never got an answer as status 0. */
+async function guard<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof TeamlogError) throw new ApiError(err.status, err.code, err.detail);
+    // fetch's own failure (no network, connection refused), after the client's retries.
+    if (err instanceof TypeError) throw new ApiError(0, 'NETWORK', `The service did not answer (${err.message})`);
+    throw err;
+  }
 }
 
-async function problemOf(res: Response): Promise<ApiError> {
-  const body = (await res.json().catch(() => null)) as { code?: string; detail?: string; title?: string } | null;
-  return new ApiError(res.status, body?.code ?? `HTTP_${res.status}`, body?.detail ?? body?.title ?? `HTTP ${res.status}`);
+/** A GET that answers undefined on 404. */
+async function maybe<T>(work: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await guard(work);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return undefined;
+    throw err;
+  }
 }
 
 export function createConsoleApi(): ConsoleApi {
-  let tokens: Tokens | undefined;
-  let user: User | undefined;
-  let refreshTimer: ReturnType<typeof setTimeout> | undefined;
-  let refreshing: Promise<boolean> | undefined;
-  const sockets = new Set<Socket>();
+  /** The signed-in session's client; a new one per sign-in, so that nothing of a session outlives it. */
+  let client: TeamlogClient | undefined;
   const endListeners: Array<(why: string) => void> = [];
 
-  function end(why: string): void {
-    const had = tokens !== undefined;
-    clear();
-    if (had) for (const l of endListeners) l(why);
+  function session(): TeamlogClient {
+    if (!client) throw new ApiError(401, 'UNAUTHENTICATED', SESSION_ENDED);
+    return client;
   }
 
-  function clear(): void {
-    clearTimeout(refreshTimer);
-    tokens = undefined;
-    user = undefined;
-    for (const s of sockets) s.disconnect();
-    sockets.clear();
+  function newClient(): TeamlogClient {
+    const c = createClient({
+      baseUrl: location.origin,
+      // Every answer fresh from the service: the status line and Verify compare what it says now.
+      fetch: (input, init) => fetch(input, { ...init, cache: 'no-store' }),
+    });
+    c.on('signed-out', ({ reason }) => {
+      if (client !== c) return;
+      client = undefined;
+      c.close();
+      // Refused by the service (revoked, a refresh refused, the account deactivated), not signOut().
+      if (reason !== 'logout') for (const l of endListeners) l(SESSION_ENDED);
+    });
+    return c;
   }
 
-  function keep(t: { access_token: string; refresh_token: string; expires_in: number }): void {
-    tokens = { access: t.access_token, refresh: t.refresh_token, expiresIn: t.expires_in };
-    clearTimeout(refreshTimer);
-    // At four fifths of its life, so that a socket gets its reauth before the old token expires.
-    refreshTimer = setTimeout(() => void refresh(), Math.max(1, t.expires_in * 0.8) * 1000);
+  function drop(): void {
+    client?.close();
+    client = undefined;
   }
-
-  async function send(method: string, path: string, body?: unknown, accept = 'application/json'): Promise<Response> {
-    const headers: Record<string, string> = { accept };
-    if (tokens) headers.authorization = `Bearer ${tokens.access}`;
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    try {
-      return await fetch(API + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
-    } catch (err) {
-      throw new ApiError(0, 'NETWORK', `The service did not answer (${err instanceof Error ? err.message : String(err)})`);
-    }
-  }
-
-  /** Renews the pair once at a time; false (and the session ended) when the service refuses. */
-  function refresh(): Promise<boolean> {
-    refreshing ??= (async () => {
-      const current = tokens;
-      if (!current) return false;
-      const res = await send('POST', '/auth/refresh', { refresh_token: current.refresh });
-      if (!res.ok) {
-        end('Your session ended: sign in again.');
-        return false;
-      }
-      keep(await res.json());
-      for (const s of sockets) if (s.connected) s.emit('reauth', { token: tokens!.access });
-      return true;
-    })().finally(() => (refreshing = undefined));
-    return refreshing;
-  }
-
-  /** A request with the session's token; one renewal and retry on an expired token. */
-  async function call(method: string, path: string, body?: unknown, accept?: string): Promise<Response> {
-    let res = await send(method, path, body, accept);
-    if (res.status === 401 && tokens) {
-      const problem = await problemOf(res.clone());
-      if (problem.code === 'TOKEN_EXPIRED' && (await refresh())) res = await send(method, path, body, accept);
-      else if (problem.code === 'TOKEN_REVOKED' || problem.code === 'UNAUTHENTICATED') end('Your session ended: sign in again.');
-    }
-    return res;
-  }
-
-  async function json<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const res = await call(method, path, body);
-    if (!res.ok) throw await problemOf(res);
-    return (await res.json()) as T;
-  }
-
-  /** GET that answers undefined on 404. */
-  async function maybe<T>(path: string): Promise<T | undefined> {
-    const res = await call('GET', path);
-    if (res.status === 404) return undefined;
-    if (!res.ok) throw await problemOf(res);
-    return (await res.json()) as T;
-  }
-
-  const query = (params: Record<string, string | number | null | undefined>) => {
-    const search = new URLSearchParams();
-    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') search.set(k, String(v));
-    const text = search.toString();
-    return text ? `?${text}` : '';
-  };
 
   return {
     get user() {
-      return user;
+      return client?.user;
     },
 
     async signIn(email, password) {
-      clear();
-      const res = await send('POST', '/auth/login', { email, password });
-      if (!res.ok) throw await problemOf(res);
-      const body = (await res.json()) as { access_token: string; refresh_token: string; expires_in: number; user: User };
-      keep(body);
-      user = body.user;
-      return body.user;
+      drop();
+      const c = newClient();
+      try {
+        const user = await guard(() => c.login(email, password));
+        client = c;
+        return user;
+      } catch (err) {
+        c.close();
+        throw err;
+      }
     },
 
     async signOut() {
-      if (tokens) await send('POST', '/auth/logout').catch(() => undefined);
-      clear();
+      const c = client;
+      // The client ends its session (and its sockets) even when the service does not answer.
+      if (c) await c.logout().catch(() => undefined);
+      if (client === c) drop();
     },
 
     onSessionEnd(listener) {
       endListeners.push(listener);
     },
 
-    listAuditLogs: ({ q, cursor, limit }) => json<Page<AuditRecord>>('GET', `/audit-logs${query({ q: q?.trim(), cursor, limit })}`),
+    listAuditLogs: ({ q, cursor, limit }) => guard(() => session().auditLogs.list({ q: q?.trim() || undefined, limit }).page(cursor ?? null)),
 
-    proof: (id, treeSize) => maybe<InclusionProof>(`/audit-logs/${id}/proof${query({ tree_size: treeSize })}`),
+    proof: (id, treeSize) => maybe(() => session().auditLogs.inclusionProof(id, treeSize === undefined ? undefined : { tree_size: treeSize })),
 
-    latestCheckpoint: () => maybe<CheckpointJson>('/audit-logs/checkpoints/latest'),
+    latestCheckpoint: () => maybe(() => session().auditLogs.latestCheckpoint()),
 
-    publicKeys: () => json<PublicKey[]>('GET', '/audit-logs/public-keys'),
+    publicKeys: () => guard(() => session().auditLogs.publicKeys()),
 
-    async exportFile(format, q) {
-      const res = await call('GET', `/audit-logs/export${query({ format, q: q.trim() })}`, undefined, format === 'csv' ? 'text/csv' : 'application/x-ndjson');
-      if (!res.ok) throw await problemOf(res);
-      return res.blob();
-    },
+    exportFile: (format, q) => guard(async () => (await session().auditLogs.export({ format, q: q.trim() || undefined })).blob()),
 
     subscribeAuditRecords(handlers) {
-      let lastEventId: number | undefined;
-      // auth as a function: every reconnection sends the current token and where it stopped.
-      const socket = io('/admin', {
-        path: '/socket.io',
-        transports: ['websocket'],
-        auth: (cb) => cb(lastEventId === undefined ? { token: tokens?.access } : { token: tokens?.access, last_event_id: lastEventId }),
-      });
-      sockets.add(socket);
-      const seen = (payload: { event_id?: unknown }) => {
-        const id = payload.event_id;
-        if (typeof id === 'number' && Number.isSafeInteger(id) && (lastEventId === undefined || id > lastEventId)) lastEventId = id;
-      };
-      handlers.state('connecting');
+      const realtime = session().realtime;
       let connectedBefore = false;
-      socket.on('connect', () => {
-        handlers.state('live');
-        if (connectedBefore && lastEventId === undefined) handlers.reconnectedWithoutPosition();
-        connectedBefore = true;
-      });
-      socket.on('disconnect', (reason) => handlers.state(socket.active ? 'reconnecting' : 'off', reason));
-      socket.on('connect_error', (err: Error & { data?: { code?: string } }) => {
-        // An expired token: renew it, and the next attempt's auth carries the new one.
-        if (err.data?.code === 'TOKEN_EXPIRED') void refresh();
-        handlers.state(socket.active ? 'reconnecting' : 'off', err.message);
-      });
-      socket.on('audit-record', (payload: AuditRecord & { event_id?: number }) => {
-        seen(payload);
-        const { event_id: _eventId, ...record } = payload;
-        handlers.record(record);
-      });
-      socket.on('resync-required', (payload: { event_id?: number }) => {
-        // Where numbering stands now: the next reconnect resumes from here, not from the gap.
-        if (typeof payload.event_id === 'number') lastEventId = payload.event_id;
-        handlers.resync();
-      });
+      handlers.state('connecting');
+      const offs = [
+        realtime.on('audit-record', ({ event_id: _eventId, ...record }) => handlers.record(record)),
+        realtime.on('connected', ({ namespace, resumedFrom }) => {
+          if (namespace !== '/admin') return;
+          handlers.state('live');
+          if (connectedBefore && resumedFrom === undefined) handlers.reconnectedWithoutPosition();
+          connectedBefore = true;
+        }),
+        // Dropped: the client reconnects by itself and resumes from the last event_id. Closed by
+        // the client (the session ended): off.
+        realtime.on('disconnected', ({ namespace, reason }) => namespace === '/admin' && handlers.state(reason === 'io client disconnect' ? 'off' : 'reconnecting', reason)),
+        realtime.on('resync-required', ({ namespace }) => namespace === '/admin' && handlers.resync()),
+        realtime.on('error', ({ namespace, error }) => {
+          // Refused for good (not an ADMIN any more); else one of these handlers threw: reported as the page's error.
+          if (namespace === '/admin' && error instanceof TeamlogError && error.status === 403) handlers.state('off', error.detail);
+          else setTimeout(() => {
+            throw error;
+          });
+        }),
+      ];
       return {
         close() {
-          sockets.delete(socket);
-          socket.off();
-          socket.disconnect();
+          for (const off of offs) off();
+          // Live only from the next subscription on: what was committed while Live was off is not replayed.
+          realtime.disconnect('/admin', { resume: false });
           handlers.state('off');
         },
       };
