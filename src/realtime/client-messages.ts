@@ -14,6 +14,7 @@ import { MessageBody } from '../modules/messages/messages.schemas.js';
 import type { MessagesService } from '../modules/messages/messages.service.js';
 import { describeIssue, type AjvIssue } from '../validation/issues.js';
 import { createValidators } from '../validation/validators.js';
+import { errorAck, type Ack } from './acks.js';
 import type { RealtimeSocket } from './sockets.js';
 
 export const MAX_MESSAGE_BYTES = 16 * 1024;
@@ -21,20 +22,18 @@ export const MAX_MESSAGE_BYTES = 16 * 1024;
 // Validated as POST /messages validates its body: the same schema, the same messages.
 const validateBody = createValidators()(MessageBody, 'body') as ((data: unknown) => boolean) & { errors?: AjvIssue[] | null };
 
-type Ack = (answer: Record<string, unknown>) => void;
-
 /** The refusal an event gets before it reaches the use case, if any. */
-function refusal(input: unknown): { code: string; message: string } | undefined {
+function refusal(input: unknown): DomainError | undefined {
   let size: number;
   try {
     size = Buffer.byteLength(JSON.stringify(input) ?? '');
   } catch {
     size = Infinity; // nested too deep to encode: more than any message may be
   }
-  if (size > MAX_MESSAGE_BYTES) return { code: 'PAYLOAD_TOO_LARGE', message: `A message event may have at most ${MAX_MESSAGE_BYTES} bytes` };
+  if (size > MAX_MESSAGE_BYTES) return new DomainError('invalid', 'PAYLOAD_TOO_LARGE', `A message event may have at most ${MAX_MESSAGE_BYTES} bytes`);
   if (!validateBody(input)) {
     const { field, message } = describeIssue(validateBody.errors?.[0] ?? {});
-    return { code: 'VALIDATION_FAILED', message: `${field.replace(/^\//, '') || 'message'} ${message}` };
+    return new DomainError('invalid', 'VALIDATION_FAILED', `${field.replace(/^\//, '') || 'message'} ${message}`);
   }
   return undefined;
 }
@@ -46,15 +45,14 @@ export function handleClientMessages(socket: RealtimeSocket, messages: MessagesS
     if (typeof ack !== 'function' || args.length !== 2) return;
     const answer = ack as Ack;
     const refused = refusal(args[0]);
-    if (refused) return answer({ ok: false, error: refused });
+    if (refused) return answer(errorAck(refused, 'INTERNAL'));
     const input = args[0] as { text: string; room?: string };
     const ctx = contextOf(`socket-${randomUUID()}`);
     messages.postMessage(ctx, input).then(
       (message) => answer({ ok: true, message: presentMessage(message) }),
       (err: unknown) => {
-        if (err instanceof DomainError) return answer({ ok: false, error: { code: err.code, message: err.detail } });
-        log.error({ err, requestId: ctx.requestId }, 'new-message failed');
-        answer({ ok: false, error: { code: 'INTERNAL', message: 'An unexpected error occurred. It has been logged.' } });
+        if (!(err instanceof DomainError)) log.error({ err, requestId: ctx.requestId }, 'new-message failed');
+        answer(errorAck(err, 'INTERNAL'));
       },
     );
   });

@@ -15,10 +15,11 @@ import { Server, type ExtendedError } from 'socket.io';
 import { trustedNetworks } from '../config.js';
 import type { ActorContext } from '../context.js';
 import type { Deps } from '../deps.js';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, forbidden } from '../domain/errors.js';
 import { projectsOf } from '../modules/projects/projects.repository.js';
 import { letGo, REDIS_GOODBYE_MS, within, type Redis } from '../redis.js';
 import type { Services } from '../services.js';
+import { errorAck, type Ack } from './acks.js';
 import { handleClientMessages } from './client-messages.js';
 import { CatchingUp, createDelivery, type Namespaces } from './delivery.js';
 import { Dispatcher } from './dispatcher.js';
@@ -226,12 +227,12 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
 
   function handleReauth(socket: RealtimeSocket): void {
     socket.on('reauth', (payload: unknown, ack?: unknown) => {
-      const answer = typeof ack === 'function' ? (ack as (a: Record<string, unknown>) => void) : () => {};
+      const answer: Ack = typeof ack === 'function' ? (ack as Ack) : () => {};
       const token = typeof payload === 'object' && payload !== null ? (payload as { token?: unknown }).token : undefined;
-      if (typeof token !== 'string') return answer({ ok: false, error: { code: 'VALIDATION_FAILED', message: 'token must be an access token' } });
+      if (typeof token !== 'string') return answer(errorAck(new DomainError('invalid', 'VALIDATION_FAILED', 'token must be an access token'), 'UNAVAILABLE'));
       services.auth.authenticateToken(token).then(
         ({ actor, expiresAt }) => {
-          if (actor.id !== socket.data.actor.id) return answer({ ok: false, error: { code: 'FORBIDDEN', message: 'The token is another user\'s' } });
+          if (actor.id !== socket.data.actor.id) return answer(errorAck(forbidden('The token is another user\'s'), 'UNAVAILABLE'));
           if (actor.sessionId !== socket.data.actor.sessionId) {
             socket.leave(sessionRoom(socket.data.actor.sessionId));
             socket.join(sessionRoom(actor.sessionId));
@@ -241,7 +242,7 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
           expireAt(socket);
           answer({ ok: true, expires_at: new Date(expiresAt).toISOString() });
         },
-        (err: unknown) => answer({ ok: false, error: err instanceof DomainError ? { code: err.code, message: err.detail } : { code: 'UNAVAILABLE', message: 'Try again' } }),
+        (err: unknown) => answer(errorAck(err, 'UNAVAILABLE')),
       );
     });
   }
