@@ -78,7 +78,9 @@ export interface CliDatabase<Admin extends Session | undefined = Session> {
 /**
  * A data directory and a database shared by the CLI and test servers, for the whole file:
  * called at the top level, it registers the hooks that make them before the first test and
- * remove them after the last.
+ * remove them after the last. Use them from a test or a describe's before hook, not from a
+ * top-level before of the file's own: Node 20 runs a file's top-level before hooks side by
+ * side, so that one may start before the database exists.
  */
 export function useCliDatabase(opts: CliDatabaseOptions & { database: 'empty' }): CliDatabase<undefined>;
 export function useCliDatabase(opts: CliDatabaseOptions & { database?: 'migrated' }): CliDatabase;
