@@ -5,19 +5,16 @@
 // a deletion reads as an erasure. And the keys: a rotated secret fails the older values until
 // it is given back as a previous one, which `teamlog audit verify` shows on a database of its own.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { describe, test } from 'node:test';
 import type { Queryable } from '../src/db/database.js';
 import type { NoteVerifier } from '../src/modules/audit/integrity/signed-note.js';
 import { parseVerifierKey } from '../src/modules/audit/integrity/signed-note.js';
 import { verifyDatabase } from '../src/modules/audit/integrity/verifier.js';
-import { assertBad, assertOk, buildLog, rolledBack, settled, sharedDatabase, verifyRoute } from './helpers/audit-log.js';
-import { runTeamlog, type CliResult } from './helpers/cli.js';
-import { createUser, loginAdmin, type Session } from './helpers/client.js';
+import { assertBad, assertOk, buildLog, rolledBack, settled, verifyRoute } from './helpers/audit-log.js';
+import { useCliDatabase, type CliResult } from './helpers/cli.js';
+import { createUser, type Session } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
-import { onPostgres, startTestServer, TEST_SIGNING_KEY, type TestServer } from './helpers/server.js';
+import { TEST_SIGNING_KEY, type TestServer } from './helpers/server.js';
 
 const ENV = { AUDIT_CHECKPOINT_INTERVAL_MS: '100' };
 
@@ -118,74 +115,59 @@ describe('a personal value rewritten in its side table (audit_personal_data), wh
   });
 });
 
+/**
+ * The rotation test's database, which servers and `teamlog audit verify` take turns on (PGlite
+ * allows one process at a time). The CLI logs in as an operator runs it (helpers/cli.ts); each
+ * run is given its secrets, and nothing else of the file's.
+ */
+const rotation = useCliDatabase({ prefix: 'teamlog-personal-', env: { AUDIT_SIGNING_KEY: TEST_SIGNING_KEY } });
+
 describe('personal values across a rotation of the secret that keys their refs: `teamlog audit verify`', () => {
   test('checked with the key that wrote them: a rotated JWT_SECRET fails naming the record until AUDIT_PERSONAL_DATA_PREVIOUS_SECRETS holds the old one; AUDIT_PERSONAL_DATA_SECRET keys new refs', async () => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'teamlog-personal-'));
     const first = 'first-jwt-secret-'.padEnd(48, 'a');
     const rotated = 'rotated-jwt-secret-'.padEnd(48, 'b');
     const dedicated = 'audit-personal-data-secret-'.padEnd(48, 'c');
-    let database = await sharedDatabase(dir);
-    let open = true;
-    /** A server on the shared database for the length of fn, closed after it (PGlite: the CLI needs the database to itself). */
-    const withServer = async <T>(env: Record<string, string>, fn: (server: TestServer, admin: Session) => Promise<T>): Promise<T> => {
-      if (!open) {
-        database = await sharedDatabase(dir);
-        open = true;
-      }
-      const server = await startTestServer({ database, env: { ...ENV, ...env } });
-      try {
-        const admin = await loginAdmin(server);
+    /** A server with these secrets for the length of fn, the log settled before it stops. */
+    const withSecrets = <T>(env: Record<string, string>, fn: (server: TestServer, admin: Session) => Promise<T>): Promise<T> =>
+      rotation.withServer(async (server, admin) => {
         const result = await fn(server, admin);
         await settled(server, admin);
         return result;
-      } finally {
-        await server.close();
-        if (!onPostgres) {
-          await database.drop();
-          open = false;
-        }
-      }
-    };
-    const cli = (env: Record<string, string>) =>
-      runTeamlog(['audit', 'verify'], { DATA_DIR: dir, AUDIT_SIGNING_KEY: TEST_SIGNING_KEY, ...(database.databaseUrl ? { DATABASE_URL: database.databaseUrl } : {}), ...env });
+      }, { env: { ...ENV, ...env } });
+    const cli = (env: Record<string, string>) => rotation.runCli(['audit', 'verify'], env);
     const checkedIn = (r: CliResult) => {
       assert.equal(r.code, 0, r.stdout + r.stderr);
       return Number(/personal values: ([\d,]+) checked/.exec(r.stdout)?.[1]?.replace(/,/g, '') ?? NaN);
     };
-    try {
-      // The oldest record naming a personal value: the first admin's CREATE_USER, or a login failure.
-      const oldest = await withServer({ JWT_SECRET: first }, async (server, admin) => {
-        await createUser(server, admin);
-        await createUser(server, admin);
-        const [row] = await server.owner.query<{ id: number }>("SELECT min(id)::int AS id FROM audit_log WHERE metadata::text LIKE '%$personal%'");
-        return row!.id;
-      });
-      const before = checkedIn(await cli({ JWT_SECRET: first }));
-      assert.ok(before >= 2, `checked ${before}`);
+    // The oldest record naming a personal value: the first admin's CREATE_USER, or a login failure.
+    const oldest = await withSecrets({ JWT_SECRET: first }, async (server, admin) => {
+      await createUser(server, admin);
+      await createUser(server, admin);
+      const [row] = await server.owner.query<{ id: number }>("SELECT min(id)::int AS id FROM audit_log WHERE metadata::text LIKE '%$personal%'");
+      return row!.id;
+    });
+    const before = checkedIn(await cli({ JWT_SECRET: first }));
+    assert.ok(before >= 2, `checked ${before}`);
 
-      const none = await cli({});
-      assert.equal(none.code, 0, none.stdout + none.stderr);
-      assert.match(none.stdout, /personal values: not checked/);
+    const none = await cli({});
+    assert.equal(none.code, 0, none.stdout + none.stderr);
+    assert.match(none.stdout, /personal values: not checked/);
 
-      const wrongKey = await cli({ JWT_SECRET: rotated });
-      assert.equal(wrongKey.code, 1, wrongKey.stdout + wrongKey.stderr);
-      assert.match(wrongKey.stderr, /verification FAILED: record \d+: the personal value of metadata\.\w+ no longer matches .*AUDIT_PERSONAL_DATA_PREVIOUS_SECRETS/);
-      assert.match(wrongKey.stderr, new RegExp(`record ${oldest}: .*\\(first bad record: ${oldest}\\)`));
-      assert.equal(checkedIn(await cli({ JWT_SECRET: rotated, AUDIT_PERSONAL_DATA_PREVIOUS_SECRETS: `${'unrelated-secret-'.padEnd(40, 'z')}, ${first}` })), before);
+    const wrongKey = await cli({ JWT_SECRET: rotated });
+    assert.equal(wrongKey.code, 1, wrongKey.stdout + wrongKey.stderr);
+    assert.match(wrongKey.stderr, /verification FAILED: record \d+: the personal value of metadata\.\w+ no longer matches .*AUDIT_PERSONAL_DATA_PREVIOUS_SECRETS/);
+    assert.match(wrongKey.stderr, new RegExp(`record ${oldest}: .*\\(first bad record: ${oldest}\\)`));
+    assert.equal(checkedIn(await cli({ JWT_SECRET: rotated, AUDIT_PERSONAL_DATA_PREVIOUS_SECRETS: `${'unrelated-secret-'.padEnd(40, 'z')}, ${first}` })), before);
 
-      // A dedicated secret: new refs are keyed with it; those of before, with the JWT secret, still check.
-      const newRecord = await withServer({ JWT_SECRET: first, AUDIT_PERSONAL_DATA_SECRET: dedicated }, async (server, admin) => {
-        await createUser(server, admin);
-        const [row] = await server.owner.query<{ id: number }>("SELECT max(id)::int AS id FROM audit_log WHERE action = 'CREATE_USER'");
-        return row!.id;
-      });
-      assert.equal(checkedIn(await cli({ JWT_SECRET: first, AUDIT_PERSONAL_DATA_SECRET: dedicated })), before + 1);
-      const withoutDedicated = await cli({ JWT_SECRET: first });
-      assert.equal(withoutDedicated.code, 1, withoutDedicated.stdout + withoutDedicated.stderr);
-      assert.match(withoutDedicated.stderr, new RegExp(`record ${newRecord}: the personal value of metadata\\.email no longer matches.*\\(first bad record: ${newRecord}\\)`));
-    } finally {
-      if (open) await database.drop();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    // A dedicated secret: new refs are keyed with it; those of before, with the JWT secret, still check.
+    const newRecord = await withSecrets({ JWT_SECRET: first, AUDIT_PERSONAL_DATA_SECRET: dedicated }, async (server, admin) => {
+      await createUser(server, admin);
+      const [row] = await server.owner.query<{ id: number }>("SELECT max(id)::int AS id FROM audit_log WHERE action = 'CREATE_USER'");
+      return row!.id;
+    });
+    assert.equal(checkedIn(await cli({ JWT_SECRET: first, AUDIT_PERSONAL_DATA_SECRET: dedicated })), before + 1);
+    const withoutDedicated = await cli({ JWT_SECRET: first });
+    assert.equal(withoutDedicated.code, 1, withoutDedicated.stdout + withoutDedicated.stderr);
+    assert.match(withoutDedicated.stderr, new RegExp(`record ${newRecord}: the personal value of metadata\\.email no longer matches.*\\(first bad record: ${newRecord}\\)`));
   });
 });
