@@ -13,10 +13,16 @@ export type ErrorKind =
   | 'rate_limited' // too many attempts (429)
   | 'unavailable'; // the database does not answer (503)
 
-/** A field of the input that is wrong: a JSON pointer into the input and what is wrong with it. */
+/**
+ * A field of the input that is wrong: a JSON pointer into the body (or a parameter's or a
+ * header's name), what is wrong with it, and where it is. The one shape of a field error, in
+ * problem+json's `errors` (http/errors.ts) as in a domain error.
+ */
 export interface FieldError {
   field: string;
   message: string;
+  /** The body when unsaid; a query parameter, a path parameter or a header only HTTP has. */
+  in?: 'body' | 'query' | 'path' | 'header';
 }
 
 export interface DomainErrorDetails {
@@ -39,8 +45,9 @@ export class DomainError extends Error {
   }
 }
 
-export const invalid = (field: string, message: string) =>
-  new DomainError('invalid', 'VALIDATION_FAILED', `${field.replace(/^\//, '')} ${message}`, { fields: [{ field, message }] });
+/** A wrong value of the input (`where`: the body unless said), the one VALIDATION_FAILED a service or the HTTP layer throws. */
+export const invalid = (field: string, message: string, where?: FieldError['in']) =>
+  new DomainError('invalid', 'VALIDATION_FAILED', `${field.replace(/^\//, '')} ${message}`, { fields: [{ field, message, ...(where ? { in: where } : {}) }] });
 
 /** An audit search (q=) its syntax refuses: the detail quotes the term and says what is wrong (audit.search.ts). */
 export const invalidQuery = (detail: string) => new DomainError('invalid', 'INVALID_QUERY', detail);

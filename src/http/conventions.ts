@@ -2,7 +2,8 @@
 // version, content negotiation, Cache-Control, ETag/304, and 404 vs 405 for unknown routes.
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AppError, invalid } from './errors.js';
+import { invalid } from '../domain/errors.js';
+import { AppError } from './errors.js';
 import { sendProblem } from './error-handler.js';
 
 export const API_PREFIX = '/api/v1';

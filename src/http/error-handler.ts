@@ -4,9 +4,9 @@ import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isUnavailableError, pgErrorCode } from '../db/database.js';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, type FieldError } from '../domain/errors.js';
 import { describeIssue, type AjvIssue } from '../validation/issues.js';
-import { AppError, TITLES, fromDomain, unavailable, type FieldError } from './errors.js';
+import { AppError, TITLES, fromDomain, unavailable } from './errors.js';
 import { noteProblem } from './request-context.js';
 
 const PROBLEM_TYPES: Record<string, string> = {

@@ -1,14 +1,9 @@
 // Errors as HTTP answers. Domain errors (domain/errors.ts) carry a kind and a code; this is
-// the one place that gives each kind its status. AppError is for what only HTTP knows: a
-// malformed query string or header, 405, 406, 413, 415. error-handler.ts turns both into
-// RFC 9457 problem+json.
-import { DomainError, type ErrorKind } from '../domain/errors.js';
-
-export interface FieldError {
-  field: string;
-  message: string;
-  in?: 'body' | 'query' | 'path' | 'header';
-}
+// the one place that gives each kind its status. A wrong query parameter or header is a domain
+// `invalid` that names where it is (FieldError.in); AppError is for what only HTTP knows: 405,
+// 406, 413, 415, a body where none is taken. error-handler.ts turns both into RFC 9457
+// problem+json.
+import { DomainError, type ErrorKind, type FieldError } from '../domain/errors.js';
 
 export interface ErrorExtras {
   headers?: Record<string, string>;
@@ -65,16 +60,10 @@ export function fromDomain(err: DomainError): AppError {
   if (err.details.retryAfterSeconds !== undefined) headers['retry-after'] = String(err.details.retryAfterSeconds);
   return new AppError(STATUS_OF[err.kind], err.code, err.detail, {
     headers,
-    errors: err.details.fields?.map((f) => ({ ...f, in: 'body' as const })),
+    errors: err.details.fields?.map((f) => ({ field: f.field, message: f.message, in: f.in ?? 'body' })),
     members: err.details.members,
   });
 }
-
-/** A malformed part of the request that only HTTP has (a query parameter, a header). */
-export const invalid = (field: string, message: string, where: FieldError['in'] = 'body') =>
-  new AppError(400, 'VALIDATION_FAILED', `${field.replace(/^\//, '')} ${message}`, {
-    errors: [{ field, message, in: where }],
-  });
 
 export const unavailable = () =>
   new AppError(503, 'UNAVAILABLE', 'The database is unreachable; nothing was written. Try again shortly.', {

@@ -6,7 +6,8 @@ import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Database } from '../db/database.js';
 import { API_PREFIX, requestPath } from './conventions.js';
-import { AppError, invalid } from './errors.js';
+import { invalid } from '../domain/errors.js';
+import { AppError } from './errors.js';
 import { claimKey, completeKey, findKey, releaseKey, type KeyRef } from './idempotency.repository.js';
 
 declare module 'fastify' {

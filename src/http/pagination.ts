@@ -3,7 +3,7 @@
 // meanwhile never shift a page.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { DEFAULT_PAGE_SIZE, type Page, type PageRequest } from '../domain/page.js';
-import { invalid } from './errors.js';
+import { invalid } from '../domain/errors.js';
 
 export function encodeCursor(key: number): string {
   return Buffer.from(JSON.stringify({ b: key })).toString('base64url');
