@@ -15,6 +15,8 @@ COPY tsconfig.json tsconfig.build.json tsconfig.web.json ./
 COPY scripts/build.mjs scripts/build-web.mjs ./scripts/
 COPY src ./src
 COPY web ./web
+# The pages import @teamlog/client from its source (tsconfig.web.json's paths).
+COPY client/src ./client/src
 RUN node scripts/build.mjs
 
 FROM ${NODE_IMAGE} AS deps

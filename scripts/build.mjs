@@ -2,7 +2,7 @@
 // npm run build: compiles src/ into dist/ (tsc -p tsconfig.build.json), then writes beside it
 //   dist/.build-stamp     a hash of everything the compiled output depends on
 //   dist/build-info.json  the commit it was built from (git rev-parse HEAD), for /api/v1/version
-//   dist/web/console/     the audit console's browser files (scripts/build-web.mjs, from web/)
+//   dist/web/             the browser pages: the audit console and the real-time demo (scripts/build-web.mjs, from web/)
 //
 //   --if-changed   compile only when the inputs' hash differs from the stamp, or dist/ lacks an
 //                  entry point (what `npm start` runs, so that a second start does not recompile)
@@ -23,7 +23,7 @@ const STAMP = path.join(DIST, '.build-stamp');
 const BUILD_INFO = path.join(DIST, 'build-info.json');
 /** What tsc and esbuild read: the sources, their configuration, and the installed packages' versions. */
 const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json', 'web', 'client/src', 'tsconfig.web.json', 'scripts/build-web.mjs'];
-const ENTRY_POINTS = ['server.js', 'cli.js', 'seed.js', 'web/console/index.html'];
+const ENTRY_POINTS = ['server.js', 'cli.js', 'seed.js', 'web/console/index.html', 'web/demo/index.html'];
 
 function listFiles(p) {
   if (!existsSync(p)) return [];

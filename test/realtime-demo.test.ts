@@ -1,10 +1,12 @@
-// GET /realtime-demo (src/realtime/demo-page.ts) in a real browser: headless Chromium driven by
-// playwright-core logs in through the page's form and uses the service's own socket.io client.
+// GET /realtime-demo (src/realtime/demo-page.ts, built from web/demo/ on @teamlog/client) in a
+// real browser: headless Chromium driven by playwright-core logs in through the page's form.
 // What a person would see: connected, online, other users' messages arriving, their own message
 // reaching another user's socket, a refusal's code, markup shown as text, a reconnect that
 // replays what was missed, a resync notice when it can no longer be replayed, notifications,
-// and logging out. PostgreSQL pass only; skipped when Debian's Chromium is not installed.
+// and logging out. PostgreSQL pass only; skipped when Debian's Chromium is not installed. The
+// page's files are built first (scripts/build-web.mjs).
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -17,6 +19,9 @@ import { connectRecording, type ClientSocket, type Recorder } from './helpers/so
 
 const CHROMIUM = '/usr/bin/chromium';
 const skip = needsPostgres || (existsSync(CHROMIUM) ? false : `Chromium not found at ${CHROMIUM} (apt-get install chromium)`);
+
+// The page's files, as `npm run build` makes them (a no-op when they are current).
+if (!skip) execFileSync(process.execPath, ['scripts/build-web.mjs', '--if-changed'], { stdio: 'inherit' });
 
 const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
 
@@ -71,12 +76,17 @@ test('the real-time demo page, in headless Chromium', { skip }, async (t) => {
   const otherRec = () => rec ?? assert.fail('the other user is not connected');
   const messageItem = (id: unknown) => page.locator(`#messages li[data-id="${String(id)}"]`);
 
-  await t.test('served as an HTML page, not cached, with the socket.io client of the service', async () => {
+  await t.test('served as an HTML page, not cached, its script a file named by its content and cached for good', async () => {
     const res = await page.goto(`${h.server.url}/realtime-demo`);
     assert.equal(res?.status(), 200);
     assert.equal(res?.headers()['content-type'], 'text/html; charset=utf-8');
     assert.equal(res?.headers()['cache-control'], 'no-store');
-    assert.equal(await page.evaluate(() => typeof (window as unknown as { io?: unknown }).io), 'function');
+    const script = /<script src="(\/realtime-demo\/demo-[A-Z0-9]+\.js)"><\/script>/.exec(await res!.text())?.[1];
+    assert.ok(script, 'the page names its hashed script');
+    const asset = await fetch(h.server.url + script);
+    assert.equal(asset.status, 200);
+    assert.equal(asset.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+    assert.equal((await fetch(`${h.server.url}/realtime-demo/..%2Fbuild.json`)).status, 404);
     assert.equal(await page.locator('[onclick], [onsubmit], [onload], [style]').count(), 0, 'no inline handlers or styles (CSP)');
     assert.equal(await page.textContent('#conn-state'), 'logged out');
   });
