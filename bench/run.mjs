@@ -520,7 +520,7 @@ function targetTable(targets) {
 async function main() {
   log('building…');
   execSync('npm run build', { cwd: ROOT, stdio: 'ignore' });
-  const { hashPassword, DEFAULT_PASSWORD_HASH_COST } = await import(path.join(ROOT, 'dist/modules/auth/passwords.js'));
+  const { hashPassword, DEFAULT_PASSWORD_HASH_COST } = await import(path.join(ROOT, 'dist/modules/auth/auth.passwords.js'));
   const passwordHash = await hashPassword(PASSWORD, DEFAULT_PASSWORD_HASH_COST);
   const results = [];
   let sealingAtStart;

@@ -66,7 +66,7 @@ const COMMANDS: Record<string, Command | CommandGroup> = {
       if (!Value.Check(UserName, name)) throw new CliError('--name must have 1 to 100 characters');
       const config = loadConfig();
       const [{ openDatabase }, { createDeps }, { createServices }, { generatePassword }, { hashPassword }, { systemContext }] = await Promise.all([
-        import('./db/open.js'), import('./runtime.js'), import('./services.js'), import('./first-admin.js'), import('./modules/auth/passwords.js'), import('./context.js'),
+        import('./db/open.js'), import('./runtime.js'), import('./services.js'), import('./first-admin.js'), import('./modules/auth/auth.passwords.js'), import('./context.js'),
       ]);
       const generated = config.adminPassword === undefined;
       const password = config.adminPassword ?? generatePassword();

@@ -1,6 +1,6 @@
 // The only reader of process.env. Every setting is parsed once, at start, with a clear
 // message naming the variable when it is wrong, so a typo never becomes a runtime surprise.
-import { DEFAULT_PASSWORD_HASH_COST } from './modules/auth/passwords.js';
+import { DEFAULT_PASSWORD_HASH_COST } from './modules/auth/auth.passwords.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { BlockList, isIP } from 'node:net';
 import path from 'node:path';

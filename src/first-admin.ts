@@ -7,7 +7,7 @@ import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { systemContext } from './context.js';
 import type { Deps } from './deps.js';
-import { hashPassword } from './modules/auth/passwords.js';
+import { hashPassword } from './modules/auth/auth.passwords.js';
 import { anyAdmin } from './modules/users/users.repository.js';
 import { createServices } from './services.js';
 

@@ -118,9 +118,7 @@ test('a module\'s files are named <noun>.<role>.ts', () => {
     .filter((e) => e.isDirectory())
     .flatMap((m) => readdirSync(path.join(MODULES, m.name), { withFileTypes: true }).filter((e) => e.isFile()).map((e) => `${m.name}/${e.name}`));
   assert.ok(named.length > 40, 'the check sees the modules');
-  // Held until the renames of issue 27 land.
-  const pending = new Set(['auth/passwords.ts', 'auth/throttle.ts', 'auth/tokens.ts', 'audit/personal-data.ts', 'outbox/outbox.ts', 'outbox/control-events.ts', 'sessions/session-verdict.ts']);
-  const wrong = named.filter((f) => !/^[a-z][a-z0-9-]*\/[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.ts$/.test(f) && !pending.has(f));
+  const wrong = named.filter((f) => !/^[a-z][a-z0-9-]*\/[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.ts$/.test(f));
   assert.deepEqual(wrong, []);
 });
 

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { MAX_JSON_DEPTH } from '../src/http/json-body.js';
-import { MAX_PER_ADDRESS, MAX_PER_EMAIL } from '../src/modules/auth/throttle.js';
+import { MAX_PER_ADDRESS, MAX_PER_EMAIL } from '../src/modules/auth/auth.throttle.js';
 import { assertProblem, auditRows, Client, type Response } from './helpers/client.js';
 import { createProject, createTask } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';

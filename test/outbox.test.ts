@@ -10,7 +10,7 @@ import { committedReader, nextPair, positionAfter, type PositionColumns } from '
 import type { Queryable } from '../src/db/database.js';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
 import { isoTimestamp } from '../src/db/timestamps.js';
-import { eventsOf, type OutboxEvent } from '../src/modules/outbox/outbox.js';
+import { eventsOf, type OutboxEvent } from '../src/modules/outbox/outbox.events.js';
 import { addEvents, committedOutbox } from '../src/modules/outbox/outbox.repository.js';
 import { eventsNamed, type StoredEvent } from './helpers/factories.js';
 import { useTestDatabase } from './helpers/harness.js';

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { availableParallelism } from 'node:os';
 import { test } from 'node:test';
-import { DEFAULT_PASSWORD_HASH_COST, hashPassword, passwordHashesInProgress, verifyPassword } from '../src/modules/auth/passwords.js';
+import { DEFAULT_PASSWORD_HASH_COST, hashPassword, passwordHashesInProgress, verifyPassword } from '../src/modules/auth/auth.passwords.js';
 
 test('a burst of hashes runs at most one per core at once, and every one of them completes correctly', async () => {
   const passwords = Array.from({ length: 4 * availableParallelism() + 2 }, (_, i) => `burst-password-${i}`);

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { SignJWT } from 'jose';
-import type { NumberedEvent } from '../src/modules/outbox/outbox.js';
+import type { NumberedEvent } from '../src/modules/outbox/outbox.events.js';
 import { Client, login, type Session } from './helpers/client.js';
 import { addMember, createProject, createTask, postMessage, team, uniqueWord } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { personalDataMatches, personalDataRef } from '../src/modules/audit/personal-data.js';
+import { personalDataMatches, personalDataRef } from '../src/modules/audit/audit.personal-data.js';
 import { storedPersonalData } from '../src/modules/audit/personal-data.repository.js';
 import { useCliDatabase } from './helpers/cli.js';
 import { Client, auditRows, login, type Session } from './helpers/client.js';

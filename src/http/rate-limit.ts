@@ -4,7 +4,7 @@
 // address. @fastify/rate-limit keeps the counters: with REDIS_URL in Redis, shared by every
 // instance; without it each instance counts on its own. Answers carry RateLimit-Limit/
 // -Remaining/-Reset, and a refused one is 429 RATE_LIMITED with Retry-After. The login throttle
-// (modules/auth/throttle.ts) is apart from this and always on.
+// (modules/auth/auth.throttle.ts) is apart from this and always on.
 //
 // An address is refused *before* authentication once it has spent its minute, so that a forged
 // or revoked token cannot make the service look sessions up at will. What an address has spent

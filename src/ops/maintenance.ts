@@ -5,7 +5,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../db/database.js';
 import { pruneIdempotencyKeys } from '../http/idempotency.repository.js';
-import { pruneLoginFailures } from '../modules/auth/throttle.js';
+import { pruneLoginFailures } from '../modules/auth/auth.throttle.js';
 import { pruneEvents } from '../modules/outbox/outbox.repository.js';
 import { pruneExpiredSessions } from '../modules/sessions/sessions.repository.js';
 import { BackgroundLoop } from './background-loop.js';

@@ -1,13 +1,13 @@
 // Delivers numbered events to this instance's own sockets (every instance does the same for
 // its own: see dispatcher.ts). Client events go to their room in one broadcast, except to
 // sockets still catching up (replay.ts), which get them in their buffer, in order. Control
-// events (modules/outbox/control-events.ts) move sockets between rooms or disconnect them.
+// events (modules/outbox/outbox.control-events.ts) move sockets between rooms or disconnect them.
 // Each send is timed from the read of its event's batch (teamlog_realtime_emit_lag_seconds).
 import type { Queryable } from '../db/database.js';
 import { isoTimestamp } from '../db/timestamps.js';
 import type { AuditRow } from '../modules/audit/audit.repository.js';
 import { resolvePersonalData } from '../modules/audit/audit.service.js';
-import { RECORD_EVENT, type NumberedEvent } from '../modules/outbox/outbox.js';
+import { RECORD_EVENT, type NumberedEvent } from '../modules/outbox/outbox.events.js';
 import { emitLagOf } from '../ops/metrics.js';
 import { batchAges } from './delivery.repository.js';
 import type { RelayedEvent } from './relay.js';
@@ -88,7 +88,7 @@ function controlHandlers({ main, admin }: Namespaces): Record<string, (payload: 
 
 /**
  * The events as clients receive them: the payload with its event_id. An /admin record event
- * carries its record as it was read with the event (outbox.ts): its timestamp as the database
+ * carries its record as it was read with the event (outbox.events.ts): its timestamp as the database
  * wrote it, its personal values as refs, which are put back here (read only for the few records
  * that name one, so that a value erased since is shown "[redacted]"). A record gone behind the
  * service's back shows nothing.

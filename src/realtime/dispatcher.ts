@@ -5,7 +5,7 @@
 // follow on from where it is, so nothing told twice is delivered twice and nothing is skipped.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../db/database.js';
-import type { NumberedEvent } from '../modules/outbox/outbox.js';
+import type { NumberedEvent } from '../modules/outbox/outbox.events.js';
 import { eventBounds, eventsAfter } from '../modules/outbox/outbox.repository.js';
 import { BackgroundLoop, type RoundOutcome } from '../ops/background-loop.js';
 

@@ -7,7 +7,7 @@
 // instance's dispatcher, and hands its events straight to this instance's own.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../db/database.js';
-import { eventsOf, type NumberedEvent } from '../modules/outbox/outbox.js';
+import { eventsOf, type NumberedEvent } from '../modules/outbox/outbox.events.js';
 import { announceEvents, committedOutbox, insertOutboxBatch, lastOutboxBatch } from '../modules/outbox/outbox.repository.js';
 import { BackgroundLoop, exclusiveRound } from '../ops/background-loop.js';
 

@@ -29,9 +29,9 @@ import { pgConstraint, pgErrorCode } from '../db/database.js';
 import { refusalOf, type Verdict } from '../domain/authorization.js';
 import { conflict, type DomainError } from '../domain/errors.js';
 import type { AuditAction, AuditEntry, AuditWriter, ResourceType } from '../modules/audit/audit.writer.js';
-import type { OutboxEvent } from '../modules/outbox/outbox.js';
+import type { OutboxEvent } from '../modules/outbox/outbox.events.js';
 import { addEvents } from '../modules/outbox/outbox.repository.js';
-import { liveActor } from '../modules/sessions/session-verdict.js';
+import { liveActor } from '../modules/sessions/sessions.verdict.js';
 import { lockActor, type CallerLock } from '../modules/sessions/sessions.repository.js';
 import type { CommitSignal, Committed } from './commit-signal.js';
 

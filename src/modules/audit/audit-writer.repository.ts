@@ -3,7 +3,7 @@
 // sent, not awaited (Tx.send): they travel with COMMIT.
 import type { Tx } from '../../db/database.js';
 import { send, statements } from '../../db/statements.js';
-import { RECORD_EVENT, type OutboxEvent } from '../outbox/outbox.js';
+import { RECORD_EVENT, type OutboxEvent } from '../outbox/outbox.events.js';
 import { itemsParam, outboxInsert } from '../outbox/outbox.repository.js';
 
 const S = statements('audit-writer', {

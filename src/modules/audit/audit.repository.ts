@@ -45,7 +45,7 @@ const COLUMNS = 'id, actor_id, action, resource_type, resource_id, "timestamp", 
 /**
  * SQL: the record `a` (a row of audit_log) as a JSON object of its API fields, as the service
  * reads them but for the timestamp, which is PostgreSQL's text (db/timestamps.ts formats it).
- * For events that name a record (outbox.ts): they carry it when they are read.
+ * For events that name a record (outbox.events.ts): they carry it when they are read.
  */
 export const RECORD_JSON_SQL = `json_build_object('id', a.id, 'actor_id', a.actor_id, 'action', a.action, 'resource_type', a.resource_type,
   'resource_id', a.resource_id, 'timestamp', a."timestamp"::text, 'result', a.result, 'metadata', a.metadata, 'ip', a.ip,

@@ -5,14 +5,14 @@
 //
 // A record is also an event: the /admin namespace shows it live (docs/api.md 5.7). So its statement
 // writes the transaction's outbox row too, the change's events and then the record's own, which
-// names it by id: the events are read with the records they name (outbox.ts), so that delivery
+// names it by id: the events are read with the records they name (outbox.events.ts), so that delivery
 // reads nothing back, and the record is not written twice (a copy in the outbox was a tenth of a
 // request's WAL). One statement instead of two: the hot write paths pay per statement.
 import type { Tx } from '../../db/database.js';
 import type { RequestContext } from '../../context.js';
-import type { OutboxEvent } from '../outbox/outbox.js';
+import type { OutboxEvent } from '../outbox/outbox.events.js';
 import { sendAuditRecord, sendPersonalData } from './audit-writer.repository.js';
-import { newPersonalDataRef } from './personal-data.js';
+import { newPersonalDataRef } from './audit.personal-data.js';
 import type { AuditAction, AuditResult, ResourceType } from './audit.vocabulary.js';
 
 export { AUDIT_ACTIONS, AUDIT_RESULTS, RESOURCE_TYPES, type AuditAction, type AuditResult, type ResourceType } from './audit.vocabulary.js';
@@ -21,7 +21,7 @@ export { AUDIT_ACTIONS, AUDIT_RESULTS, RESOURCE_TYPES, type AuditAction, type Au
 /**
  * Metadata keys whose values are personal data (docs/api.md 5.10). Their values are stored in
  * audit_personal_data; the record itself holds only {"$personal": "<keyed hash>"}, a ref of
- * its own for each value written (personal-data.ts), so that an erased value never comes back.
+ * its own for each value written (audit.personal-data.ts), so that an erased value never comes back.
  */
 export const PERSONAL_KEYS = ['email', 'oldEmail', 'newEmail'] as const;
 export const PERSONAL_MARKER = '$personal';

@@ -1,4 +1,4 @@
-// The statements of audit_personal_data (audit/personal-data.ts says what its refs are): reading
+// The statements of audit_personal_data (audit/audit.personal-data.ts says what its refs are): reading
 // values back by ref, and erasing them (`teamlog audit redact`).
 import type { Queryable } from '../../db/database.js';
 import { query, statements } from '../../db/statements.js';

@@ -1,5 +1,5 @@
 // Erasure of a user's personal data from the audit log (docs/api.md 5.10): the values go, every
-// record stays as it was (it holds refs, not values: personal-data.ts), and the erasure is
+// record stays as it was (it holds refs, not values: audit.personal-data.ts), and the erasure is
 // itself audited. Run by the operator (`teamlog audit redact --user <id>`) over an owner
 // connection: the service's own role may not delete personal data (R__privileges.sql).
 import type { RequestContext } from '../../context.js';

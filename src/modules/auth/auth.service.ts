@@ -6,13 +6,13 @@ import type { Deps } from '../../deps.js';
 import { accountDeactivated, rateLimited, unauthenticated, wrongCurrentPassword, type DomainError } from '../../domain/errors.js';
 import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
 import type { AuditEntry } from '../audit/audit.writer.js';
-import { sessionRevoked, userSessionsRevoked } from '../outbox/control-events.js';
-import { liveActor } from '../sessions/session-verdict.js';
+import { sessionRevoked, userSessionsRevoked } from '../outbox/outbox.control-events.js';
+import { liveActor } from '../sessions/sessions.verdict.js';
 import * as sessions from '../sessions/sessions.repository.js';
 import { findUserByEmail, findUserById, lockUserForEdit, lockUserForLogin, updateUser, type UserRow } from '../users/users.repository.js';
-import { decoyHash, hashPassword, verifyPassword } from './passwords.js';
-import { settleAttempt, throttledFor } from './throttle.js';
-import { hashRefreshToken, isWellFormedRefreshToken, newRefreshToken, signAccessToken, verifyAccessToken } from './tokens.js';
+import { decoyHash, hashPassword, verifyPassword } from './auth.passwords.js';
+import { settleAttempt, throttledFor } from './auth.throttle.js';
+import { hashRefreshToken, isWellFormedRefreshToken, newRefreshToken, signAccessToken, verifyAccessToken } from './auth.tokens.js';
 
 export interface TokenPair {
   access_token: string;

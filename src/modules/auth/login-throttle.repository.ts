@@ -1,4 +1,4 @@
-// The statements of the brute-force throttle (auth/throttle.ts): failed logins, counted in the
+// The statements of the brute-force throttle (auth/auth.throttle.ts): failed logins, counted in the
 // database so that every instance agrees.
 import type { Queryable, Tx } from '../../db/database.js';
 import { query, statements } from '../../db/statements.js';

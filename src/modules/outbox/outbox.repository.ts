@@ -1,10 +1,10 @@
-// The statements of the outbox (outbox/outbox.ts says what it holds): a transaction's row written
+// The statements of the outbox (outbox/outbox.events.ts says what it holds): a transaction's row written
 // with it, the relay's reader and its batches, what the dispatcher and replay read back, pruning.
 import { committedReader, type PositionColumns } from '../../db/commit-order.js';
 import type { Queryable, Tx } from '../../db/database.js';
 import { query, send, statements } from '../../db/statements.js';
 import { RECORD_JSON_SQL } from '../audit/audit.repository.js';
-import { RECORD_EVENT, type NumberedEvent, type OutboxEvent, type OutboxRow } from './outbox.js';
+import { RECORD_EVENT, type NumberedEvent, type OutboxEvent, type OutboxRow } from './outbox.events.js';
 
 /** SQL: the payload of outbox item `item` as it is read: a record event's record (null if it is gone), else the payload written. */
 const payloadOf = (item: string) =>

@@ -10,7 +10,7 @@ import { pageOf, type PageRequest } from '../../domain/page.js';
 import { checkVersion, type ExpectedVersion } from '../../domain/versions.js';
 import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
 import { notify } from '../notifications/notifications.writer.js';
-import { membershipChanged, projectDeleted } from '../outbox/control-events.js';
+import { membershipChanged, projectDeleted } from '../outbox/outbox.control-events.js';
 import { findUserById } from '../users/users.repository.js';
 import { lockProjectAccess } from './projects.access.js';
 import { accessOf, projectPolicy, type ProjectAccess, type ProjectRole } from './projects.policy.js';

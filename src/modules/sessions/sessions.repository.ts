@@ -2,7 +2,7 @@
 // revoke them and the caller's lock that every use case starts with.
 import type { Queryable } from '../../db/database.js';
 import { query, statements } from '../../db/statements.js';
-import type { SessionRow } from './session-verdict.js';
+import type { SessionRow } from './sessions.verdict.js';
 
 // The caller's facts, locked (see lockActor below): user rows first, then the session row; the
 // lateral join fixes that order. $1: the user ids to lock, the caller's among them (in id

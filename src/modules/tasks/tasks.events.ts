@@ -1,5 +1,5 @@
 // Real-time events of task changes: to the project's room, carrying the task after the change.
-import type { OutboxEvent } from '../outbox/outbox.js';
+import type { OutboxEvent } from '../outbox/outbox.events.js';
 import { presentTask } from './tasks.presenter.js';
 import type { TaskRow } from './tasks.repository.js';
 

@@ -9,7 +9,7 @@
 import { Readable } from 'node:stream';
 import type { Database } from '../../../db/database.js';
 import type { Actor } from '../../../context.js';
-import { liveActor } from '../../sessions/session-verdict.js';
+import { liveActor } from '../../sessions/sessions.verdict.js';
 import { lookupSession } from '../../sessions/sessions.repository.js';
 import { requireAuditor } from '../audit.policy.js';
 import { findAuditRecord, type AuditFilters } from '../audit.repository.js';

@@ -14,7 +14,7 @@ import { asHash, type Hash } from './merkle.js';
 import { DEFAULT_SEAL_STALL_MS, sealingStatus } from './sealing-status.js';
 import { RightEdge, rightEdgeWidths, tilePath } from './tiles.js';
 import { personalRefOf, PERSONAL_MARKER } from '../audit.writer.js';
-import { personalDataMatches } from '../personal-data.js';
+import { personalDataMatches } from '../audit.personal-data.js';
 import { storedPersonalData, type PersonalDataRow } from '../personal-data.repository.js';
 import { canonicalLeaf } from './sealed-form.js';
 import { parseVerifierKey, type NoteVerifier } from './signed-note.js';

@@ -2,7 +2,7 @@
 // committed change means for the sockets it holds (realtime/delivery.ts applies them), in the
 // same order as every other event. A revocation disconnects within moments on every instance,
 // and a membership change moves sockets between project rooms.
-import type { OutboxEvent } from './outbox.js';
+import type { OutboxEvent } from './outbox.events.js';
 
 export const CONTROL_EVENTS = ['session-revoked', 'user-sessions-revoked', 'role-changed', 'membership-changed', 'project-deleted'] as const;
 
