@@ -9,7 +9,8 @@
 //   2. fan-out of one message to N clients at a steady pace: deliveries/s per message, and the
 //      latency of every delivery from the trigger request's send and from its HTTP response;
 //   3. the same fan-out with the senders never waiting (the sustained ceiling);
-//   4. replay of 10,000 missed events to one reconnecting client.
+//   4. replay of 10,000 missed events to one reconnecting client, a client of @teamlog/client
+//      (client/, built here to client/dist/); the fan-out's sockets are bare socket.io-clients.
 // Teamlog and the bare server are measured in alternating rounds (T, B, B, T): this VM's speed
 // drifts by a third from minute to minute, so only figures close in time compare.
 // Writes bench/results/realtime.md and one JSON line per measure to bench/results/realtime.jsonl
@@ -533,17 +534,39 @@ function integrity(target) {
 }
 
 // ── replay ─────────────────────────────────────────────────────────────────────────────
-/** Connects user 1 without a last_event_id and answers the event_id of its presence snapshot (the position it is live from). */
-async function currentPosition(url, token) {
-  const socket = openSocket(url, { token });
+// The replay's client is built on @teamlog/client (client/, the library applications use; issue
+// 25 asks that a benchmark client be): it logs in, subscribes to new-message with the position to
+// resume from (createClient's realtime.lastEventId), and the library sends it as last_event_id,
+// drops what is sent twice and hands the events over in event_id order. Every other client of
+// this benchmark (the fan-out's sockets, the sender, the logins) is a bare socket.io-client or
+// fetch, so that what they measure is the servers alone. The library is imported once built
+// (buildAndSeed compiles client/ to client/dist/).
+let createClient;
+
+/** A client of the library for user 1, logged in from an address of its own (the login throttle counts per address). */
+async function libraryClient(url, lastEventId, n) {
+  const client = createClient({
+    baseUrl: url,
+    headers: { 'x-forwarded-for': `10.254.0.${n}` },
+    // No timer left behind: the tokens last the run (ACCESS_TOKEN_TTL).
+    autoRefresh: false,
+    realtime: lastEventId === undefined ? {} : { lastEventId: { '/': lastEventId } },
+  });
+  await client.login('rt1@bench.local', PASSWORD);
+  return client;
+}
+
+/** Connects user 1 without a position to resume from and answers the event_id of its presence snapshot (the position it is live from). */
+async function currentPosition(url) {
+  const client = await libraryClient(url, undefined, 1);
   try {
     return await new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('no presence-snapshot within 20 s')), 20_000);
-      socket.once('presence-snapshot', (p) => (clearTimeout(timer), resolve(p.event_id)));
-      socket.once('connect_error', (err) => (clearTimeout(timer), reject(err)));
+      client.realtime.on('error', ({ error }) => (clearTimeout(timer), reject(error)));
+      client.realtime.on('presence-snapshot', (p) => (clearTimeout(timer), resolve(p.event_id)));
     });
   } finally {
-    socket.close();
+    client.realtime.close();
   }
 }
 
@@ -579,11 +602,15 @@ async function produceMissedEvents(n, authorId) {
   });
 }
 
-/** One reconnect with last_event_id: the time until the n-th replayed event, and whether they came in order, once each. */
-async function replayOnce(url, token, lastEventId, n, pid) {
+/**
+ * One reconnect with last_event_id, by the library's client (logged in before the clock starts):
+ * the time from the subscription (the library's io() call) until the n-th replayed event reaches
+ * its handler, and whether they came in order, once each (the library's promise, checked here).
+ */
+async function replayOnce(url, lastEventId, n, pid, run) {
+  const client = await libraryClient(url, lastEventId, 2 + run);
   const meter = cpuMeter(pid, DB_NAME);
   const t0 = performance.now();
-  const socket = openSocket(url, { token, last_event_id: lastEventId });
   let connected = null;
   let got = 0;
   let outOfOrder = 0;
@@ -595,10 +622,11 @@ async function replayOnce(url, token, lastEventId, n, pid) {
   try {
     const done = await new Promise((resolve) => {
       const timer = setTimeout(() => resolve(false), 120_000);
-      socket.once('connect', () => (connected = performance.now()));
-      socket.once('connect_error', (err) => (clearTimeout(timer), (resync = `connect_error ${err.message}`), resolve(false)));
-      socket.on('resync-required', (p) => (clearTimeout(timer), (resync = p), resolve(false)));
-      socket.on('new-message', (p) => {
+      client.realtime.on('connected', () => (connected ??= performance.now()));
+      client.realtime.on('error', ({ error }) => (clearTimeout(timer), (resync = `error ${error?.message ?? error}`), resolve(false)));
+      client.realtime.on('resync-required', (p) => (clearTimeout(timer), (resync = p), resolve(false)));
+      // Subscribing connects the namespace, resuming after lastEventId.
+      client.realtime.on('new-message', (p) => {
         if (typeof p?.text !== 'string' || !p.text.startsWith('rp')) return void otherEvents++;
         if (ids.has(p.event_id)) duplicates++;
         ids.add(p.event_id);
@@ -627,7 +655,7 @@ async function replayOnce(url, token, lastEventId, n, pid) {
       cpu_us_per_event: { server: round1(cpu.server / Math.max(1, got)), postgres: round1(cpu.db / Math.max(1, got)) },
     };
   } finally {
-    socket.close();
+    client.realtime.close();
   }
 }
 
@@ -675,182 +703,250 @@ function openFilesLimit() {
   return m ? (m[1] === 'unlimited' ? Infinity : Number(m[1])) : Infinity;
 }
 
-// ── main ───────────────────────────────────────────────────────────────────────────────
-async function main() {
+// ── main, step by step ────────────────────────────────────────────────────────────────
+
+/** Refuses to start when this process may not hold two sockets per client (one per server), plus the sender's and the database's. */
+function checkOpenFilesLimit() {
   const limit = openFilesLimit();
-  // This process holds two sockets per client (one per server), plus the sender's and the database's.
   if (limit < 2 * CLIENTS + 200) throw new Error(`open files limit ${limit} is below ${2 * CLIENTS + 200}: raise it (ulimit -n)`);
-  const started = Date.now();
-  log(`realtime benchmark${QUICK ? ' (quick)' : ''}: ${CLIENTS} clients, ${WARMUP} warm-up + 2 × ${ROUND} paced (${RATE}/s) + 2 × ${ROUND} saturated messages per server, replay of ${REPLAY_EVENTS} events`);
+}
+
+/**
+ * Builds Teamlog (dist/) and the client library the replay's client runs on (client/dist/,
+ * compiled from its sources as they are, generated types included), then creates the database
+ * with one user per client and the sender.
+ */
+async function buildAndSeed() {
   log('building…');
   execSync('npm run build', { cwd: ROOT, stdio: 'ignore' });
-  const { hashPassword, DEFAULT_PASSWORD_HASH_COST } = await import(path.join(ROOT, 'dist/modules/auth/passwords.js'));
+  execSync('npx tsc -p client/tsconfig.json', { cwd: ROOT, stdio: 'ignore' });
+  ({ createClient } = await import('@teamlog/client'));
+  const { hashPassword, DEFAULT_PASSWORD_HASH_COST } = await import(path.join(ROOT, 'dist/modules/auth/auth.passwords.js'));
   const passwordHash = await hashPassword(PASSWORD, DEFAULT_PASSWORD_HASH_COST);
   log(`creating ${DB_NAME} with ${CLIENTS} users…`);
   await seedDatabase(passwordHash);
+}
 
-  const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-bench-rt-'));
-  const profileDir = PROFILE ? mkdtempSync(path.join(tmpdir(), 'teamlog-rt-profile-')) : null;
-  let teamlogChild;
-  let bareChild;
-  let sampler;
-  const targets = [];
+/** Another user's tests or build on these two cores would decide the figures: waits for them (30 s at most with --quick, 5 min else). */
+async function waitForQuietMachine() {
+  log('waiting for the machine to be quiet (under 10% of a core busy for a second)…');
+  const tQuiet = Date.now();
+  const quietAtStart = { quiet: await quiet(QUICK ? 30_000 : 300_000), waited_s: Math.round((Date.now() - tQuiet) / 1000) };
+  log(quietAtStart.quiet ? `quiet after ${quietAtStart.waited_s} s` : `still busy after ${quietAtStart.waited_s} s: going on; see each round's share of other processes`);
+  return quietAtStart;
+}
+
+/** Starts Teamlog (server mode on the run's database) and the bare Socket.IO server, and the RSS sampler of both; kept in `run` for tearDown. */
+async function startServers(run) {
+  // ACCESS_TOKEN_TTL: a socket is disconnected when its access token expires (15 min by
+  // default); the full run with its logins can come near that, so the tokens last an hour.
+  const env = {
+    DATABASE_URL: dbUrl(DB_NAME), DATA_DIR: run.dataDir, JWT_SECRET, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password,
+    RATE_LIMIT_PER_MINUTE: '0', LOG_LEVEL: 'warn', MALLOC_ARENA_MAX: '2', ACCESS_TOKEN_TTL: '3600', REDIS_URL: '', TRUST_PROXY: '127.0.0.1/32',
+  };
+  const teamlogFlags = [`--inspect-port=127.0.0.1:${PORTS.teamlogInspector}`, ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${run.profileDir}`] : [])];
+  run.teamlogChild = await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), env, PORTS.teamlog, { readyPath: '/health/ready', flags: teamlogFlags });
+  run.bareChild = await startProcess('bare', path.join(ROOT, 'bench/baseline/socketio.mjs'), { MALLOC_ARENA_MAX: '2' }, PORTS.bare, { readyPath: '/health', flags: [`--inspect-port=127.0.0.1:${PORTS.bareInspector}`] });
+  run.pids = { teamlog: run.teamlogChild.pid, bare: run.bareChild.pid };
+  ours.pids = [run.pids.teamlog, run.pids.bare];
+  run.sampler = rssSampler(run.pids);
+}
+
+/** Logs every client's user and the sender in through POST /api/v1/auth/login, each from an address of its own: their access tokens, and the seconds it took. */
+async function logInUsers(base) {
+  log(`logging in ${CLIENTS} users through POST /api/v1/auth/login (${LOGIN_CONCURRENCY} at a time)…`);
+  const tLogin = performance.now();
+  const tokens = new Array(CLIENTS);
+  await pool(CLIENTS, LOGIN_CONCURRENCY, async (i) => {
+    tokens[i] = await login(base, `rt${i + 1}@bench.local`, PASSWORD, i + 1);
+    if ((i + 1) % 200 === 0) log(`  ${i + 1} logged in`);
+  });
+  const senderToken = await login(base, 'rt-sender@bench.local', PASSWORD, 0);
+  const loginSeconds = (performance.now() - tLogin) / 1000;
+  log(`logged in in ${loginSeconds.toFixed(1)} s (${(CLIENTS / loginSeconds).toFixed(0)}/s)`);
+  return { tokens, senderToken, loginSeconds };
+}
+
+/**
+ * 3. Memory per idle connection: each server's RSS after a forced GC with no socket, then
+ * connects every client to it (Teamlog: one user each; bare: no auth) and reads it again with
+ * them idle. Answers results.memory and results.connect.
+ */
+async function measureIdleMemory(teamlog, bare, pids, tokens) {
+  await quiet();
+  const memory = { teamlog: {}, bare: {} };
+  memory.teamlog.idle0 = await collectGarbage(pids.teamlog, PORTS.teamlogInspector);
+  memory.bare.idle0 = await collectGarbage(pids.bare, PORTS.bareInspector);
+  log(`RSS with 0 sockets: Teamlog ${kb(memory.teamlog.idle0.rss_kb)} MB, bare ${kb(memory.bare.idle0.rss_kb)} MB`);
+
+  const connect = {};
+  for (const [target, pid, tok] of [[teamlog, pids.teamlog, tokens], [bare, pids.bare, new Array(CLIENTS).fill(null)]]) {
+    const cpu0 = cpuMicros(pid);
+    const seconds = await connectClients(target, tok);
+    const settled = await quiet(60_000);
+    connect[target.name] = { clients: target.alive, seconds: round3(seconds), errors: target.connectErrors.length, server_cpu_us_per_connection: Math.round((cpuMicros(pid) - cpu0) / Math.max(1, target.alive)), settled };
+    log(`${target.label}: ${target.alive}/${CLIENTS} sockets connected in ${seconds.toFixed(1)} s (${target.connectErrors.length} errors; server CPU ${connect[target.name].server_cpu_us_per_connection} µs per connection, the settle included)`);
+    await sleep(2000);
+    memory[target.name].idle = await collectGarbage(pid, target === teamlog ? PORTS.teamlogInspector : PORTS.bareInspector);
+    const m = memory[target.name];
+    m.clients = target.alive;
+    m.rss_kb_per_connection = round1((m.idle.rss_kb - m.idle0.rss_kb) / Math.max(1, target.alive));
+    m.heap_kb_per_connection = m.idle.heap_used_kb === null ? null : round1((m.idle.heap_used_kb - m.idle0.heap_used_kb) / Math.max(1, target.alive));
+    m.external_kb_per_connection = m.idle.external_kb === null ? null : round1((m.idle.external_kb - m.idle0.external_kb) / Math.max(1, target.alive));
+    log(`${target.label}: RSS ${kb(m.idle.rss_kb)} MB with ${target.alive} idle sockets: ${m.rss_kb_per_connection} KB per connection (heap ${m.heap_kb_per_connection} KB)`);
+  }
+  return {
+    memory: { measure: 'memory per idle connection', clients: CLIENTS, ...memory, ratio_rss_per_connection: ratio(memory.teamlog.rss_kb_per_connection, memory.bare.rss_kb_per_connection) },
+    connect: { measure: 'connect', ...connect },
+  };
+}
+
+/** Warm-up, then the paced and the saturated rounds in the order Teamlog, bare, bare, Teamlog: each round's figures, by mode and server. */
+async function runFanoutRounds(teamlog, bare, pids) {
+  log(`warm-up: ${WARMUP} paced messages to each server…`);
+  await runRound(teamlog, pids.teamlog, WARMUP, 'paced');
+  await runRound(bare, pids.bare, WARMUP, 'paced');
+  const rounds = { paced: { teamlog: [], bare: [] }, saturated: { teamlog: [], bare: [] } };
+  const pidOf = (t) => (t === teamlog ? pids.teamlog : pids.bare);
+  for (const mode of ['paced', 'saturated']) {
+    for (const target of [teamlog, bare, bare, teamlog]) {
+      const wasQuiet = await quiet(10_000);
+      const r = await runRound(target, pidOf(target), ROUND, mode);
+      r.started_quiet = wasQuiet;
+      if (PROFILE) log(`  ${mode} ${target.name} round: monotonic µs ${r.monotonic_us.join(' – ')}`);
+      rounds[mode][target.name].push(r);
+      const s = summarize(target, [r]);
+      log(`${mode} ${target.label}: ${s.aggregate_deliveries_per_s} deliveries/s (per message p50 ${s.per_message_deliveries_per_s.p50}), from send p50 ${s.latency_from_send_ms.p50} / p99 ${s.latency_from_send_ms.p99} ms, from response p50 ${s.latency_from_response_ms.p50} / p99 ${s.latency_from_response_ms.p99} ms, server ${s.cpu_us_per_delivery.server} µs/delivery, bench process ${Math.round(s.core_share.bench_process * 100)}% of a core; other processes ${Math.round(r.others_core_share * 100)}%, steal ${Math.round(r.steal_core_share * 100)}%, foreign write transaction in ${Math.round((r.foreign_xact_share ?? 0) * 100)}% of samples${r.undelivered ? `, ${r.undelivered} undelivered` : ''}`);
+    }
+  }
+  return rounds;
+}
+
+/** 1 and 2. The rounds of one mode summed up per server, what else the machine did during each, and Teamlog ÷ bare. */
+function fanoutResult(mode, teamlog, bare, rounds) {
+  const t = summarize(teamlog, rounds[mode].teamlog);
+  const b = summarize(bare, rounds[mode].bare);
+  const key = mode === 'paced' ? 'per_message_deliveries_per_s' : null;
+  const rate = (s) => (key ? s[key].p50 : s.aggregate_deliveries_per_s);
+  const result = {
+    measure: mode === 'paced' ? `fan-out at ${RATE} messages/s` : `fan-out saturated (${SAT_CONCURRENCY} triggers in flight)`,
+    clients: CLIENTS, rate_per_s: mode === 'paced' ? RATE : null,
+    teamlog: t, bare: b,
+    // What else the machine did during each round (the order Teamlog, bare, bare, Teamlog).
+    noise: [teamlog, bare, bare, teamlog].map((x, i) => {
+      const r = rounds[mode][x.name][i === 0 || i === 1 ? 0 : 1];
+      return { server: x.name, started_quiet: r.started_quiet, others_core_share: r.others_core_share, steal_core_share: r.steal_core_share, foreign_xact_share: r.foreign_xact_share };
+    }),
+    ratio: {
+      deliveries_per_s: ratio(rate(t), rate(b)),
+      p99_from_send: ratio(t.latency_from_send_ms.p99, b.latency_from_send_ms.p99),
+      // Only when both are positive: the bare server emits before it answers, so its deliveries mostly precede its response.
+      p99_from_response: t.latency_from_response_ms.p99 > 0 && b.latency_from_response_ms.p99 > 0 ? ratio(t.latency_from_response_ms.p99, b.latency_from_response_ms.p99) : null,
+      fanout_once_started: ratio(t.fanout_deliveries_per_s.p50, b.fanout_deliveries_per_s.p50),
+      server_cpu_per_delivery: ratio(t.cpu_us_per_delivery.server, b.cpu_us_per_delivery.server),
+    },
+  };
+  log(`${mode}: Teamlog ÷ bare deliveries/s ${fx(result.ratio.deliveries_per_s)}, p99 from send ${fx(result.ratio.p99_from_send)}, server CPU per delivery ${fx(result.ratio.server_cpu_per_delivery)}`);
+  return result;
+}
+
+/** Over every message sent, what each server's clients missed or got twice. */
+function checkDeliveries(targets) {
+  const result = { measure: 'delivery integrity' };
+  for (const t of targets) {
+    const i = (result[t.name] = integrity(t));
+    log(`${t.label}: ${i.clients_that_missed} clients missed ${i.deliveries_missed} deliveries, ${i.duplicate_deliveries} duplicates, ${i.disconnects} disconnects, ${i.trigger_errors} trigger errors`);
+  }
+  return result;
+}
+
+/**
+ * 4. Replay: with every fan-out socket closed, user 1 (the library's client) takes its live
+ * position, REPLAY_EVENTS events are committed behind its back, and it reconnects from that
+ * position REPLAY_RUNS times.
+ */
+async function measureReplay(base, teamlog, bare, pid) {
+  closeClients(teamlog);
+  closeClients(bare);
+  await quiet(60_000);
+  log(`replay: ${REPLAY_EVENTS} events missed by one client…`);
+  const authorId = await withDb(async (c) => (await c.query(`SELECT id FROM users WHERE email = 'rt-sender@bench.local'`)).rows[0].id);
+  const lastEventId = await currentPosition(base);
+  await sleep(500);
+  const numberedIn = await produceMissedEvents(REPLAY_EVENTS, authorId);
+  await quiet(30_000);
+  const replays = [];
+  for (let i = 0; i < REPLAY_RUNS; i++) {
+    const r = await replayOnce(base, lastEventId, REPLAY_EVENTS, pid, i);
+    replays.push(r);
+    log(`replay ${i + 1}: ${r.received}/${REPLAY_EVENTS} in ${r.seconds_from_connect_call} s from the connect call (${r.events_per_s} events/s; handshake ${r.handshake_ms} ms), ${r.duplicates} duplicates, ${r.out_of_order} out of order${r.resync ? `, ${JSON.stringify(r.resync)}` : ''}; server ${r.cpu_us_per_event.server} µs/event`);
+    await quiet(10_000);
+  }
+  const okRates = replays.filter((r) => r.complete).map((r) => r.events_per_s).sort((a, b) => a - b);
+  return {
+    measure: 'replay of missed events to one reconnecting client',
+    events: REPLAY_EVENTS, last_event_id: lastEventId, numbered_in_s: round3(numberedIn),
+    events_per_s_median: okRates.length ? okRates[Math.floor(okRates.length / 2)] : null,
+    runs: replays,
+  };
+}
+
+/** The run's parameters, the machine, and how long everything took. */
+function runSummary({ started, loginSeconds, quietAtStart, peak }) {
+  return {
+    measure: 'run',
+    quick: QUICK, clients: CLIENTS, warmup: WARMUP, round: ROUND, rate_per_s: RATE, saturated_concurrency: SAT_CONCURRENCY, text_length: TEXT_LENGTH,
+    login_seconds: round3(loginSeconds), quiet_at_start: quietAtStart, peak_rss_mb: { teamlog: Math.round(peak.teamlog / 1024), bare: Math.round(peak.bare / 1024) },
+    duration_s: Math.round((Date.now() - started) / 1000),
+    machine: machineLine(),
+    at: new Date().toISOString(),
+  };
+}
+
+/** Leaves nothing behind, whatever happened: samplers, sockets, both servers, the data directory, the database. */
+async function tearDown(run) {
+  run.sampler?.stop();
+  await foreign.close();
+  for (const t of run.targets) closeClients(t);
+  await stop(run.teamlogChild);
+  await stop(run.bareChild);
+  rmSync(run.dataDir, { recursive: true, force: true });
+  await adminQuery(`DROP DATABASE IF EXISTS ${DB_NAME} WITH (FORCE)`).catch((err) => log(`could not drop ${DB_NAME}: ${err.message}`));
+}
+
+async function main() {
+  checkOpenFilesLimit();
+  const started = Date.now();
+  log(`realtime benchmark${QUICK ? ' (quick)' : ''}: ${CLIENTS} clients, ${WARMUP} warm-up + 2 × ${ROUND} paced (${RATE}/s) + 2 × ${ROUND} saturated messages per server, replay of ${REPLAY_EVENTS} events`);
+  await buildAndSeed();
+
+  /** What tearDown stops and removes. */
+  const run = {
+    dataDir: mkdtempSync(path.join(tmpdir(), 'teamlog-bench-rt-')),
+    profileDir: PROFILE ? mkdtempSync(path.join(tmpdir(), 'teamlog-rt-profile-')) : null,
+    teamlogChild: undefined, bareChild: undefined, pids: undefined, sampler: undefined, targets: [],
+  };
   const results = {};
-  let quietAtStart;
   try {
     foreign = foreignXactSampler();
-    // Another user's tests or build on these two cores would decide the figures: wait for them.
-    log('waiting for the machine to be quiet (under 10% of a core busy for a second)…');
-    const tQuiet = Date.now();
-    quietAtStart = { quiet: await quiet(QUICK ? 30_000 : 300_000), waited_s: Math.round((Date.now() - tQuiet) / 1000) };
-    log(quietAtStart.quiet ? `quiet after ${quietAtStart.waited_s} s` : `still busy after ${quietAtStart.waited_s} s: going on; see each round's share of other processes`);
-    // ACCESS_TOKEN_TTL: a socket is disconnected when its access token expires (15 min by
-    // default); the full run with its logins can come near that, so the tokens last an hour.
-    const env = {
-      DATABASE_URL: dbUrl(DB_NAME), DATA_DIR: dataDir, JWT_SECRET, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password,
-      RATE_LIMIT_PER_MINUTE: '0', LOG_LEVEL: 'warn', MALLOC_ARENA_MAX: '2', ACCESS_TOKEN_TTL: '3600', REDIS_URL: '', TRUST_PROXY: '127.0.0.1/32',
-    };
-    const teamlogFlags = [`--inspect-port=127.0.0.1:${PORTS.teamlogInspector}`, ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])];
-    teamlogChild = await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), env, PORTS.teamlog, { readyPath: '/health/ready', flags: teamlogFlags });
-    bareChild = await startProcess('bare', path.join(ROOT, 'bench/baseline/socketio.mjs'), { MALLOC_ARENA_MAX: '2' }, PORTS.bare, { readyPath: '/health', flags: [`--inspect-port=127.0.0.1:${PORTS.bareInspector}`] });
-    const pids = { teamlog: teamlogChild.pid, bare: bareChild.pid };
-    ours.pids = [pids.teamlog, pids.bare];
-    sampler = rssSampler(pids);
+    const quietAtStart = await waitForQuietMachine();
+    await startServers(run);
     const base = `http://127.0.0.1:${PORTS.teamlog}`;
-
-    log(`logging in ${CLIENTS} users through POST /api/v1/auth/login (${LOGIN_CONCURRENCY} at a time)…`);
-    const tLogin = performance.now();
-    const tokens = new Array(CLIENTS);
-    await pool(CLIENTS, LOGIN_CONCURRENCY, async (i) => {
-      tokens[i] = await login(base, `rt${i + 1}@bench.local`, PASSWORD, i + 1);
-      if ((i + 1) % 200 === 0) log(`  ${i + 1} logged in`);
-    });
-    const senderToken = await login(base, 'rt-sender@bench.local', PASSWORD, 0);
-    const loginSeconds = (performance.now() - tLogin) / 1000;
-    log(`logged in in ${loginSeconds.toFixed(1)} s (${(CLIENTS / loginSeconds).toFixed(0)}/s)`);
-
+    const { tokens, senderToken, loginSeconds } = await logInUsers(base);
     const teamlog = makeTarget('teamlog', 'Teamlog', base, `${base}/api/v1/messages`, { authorization: `Bearer ${senderToken}`, 'content-type': 'application/json' });
     const bare = makeTarget('bare', 'bare Socket.IO', `http://127.0.0.1:${PORTS.bare}`, `http://127.0.0.1:${PORTS.bare}/broadcast`, { 'content-type': 'application/json' });
-    targets.push(teamlog, bare);
+    run.targets.push(teamlog, bare);
 
-    // ── 3. memory per idle connection ──
-    await quiet();
-    const memory = { teamlog: {}, bare: {} };
-    memory.teamlog.idle0 = await collectGarbage(pids.teamlog, PORTS.teamlogInspector);
-    memory.bare.idle0 = await collectGarbage(pids.bare, PORTS.bareInspector);
-    log(`RSS with 0 sockets: Teamlog ${kb(memory.teamlog.idle0.rss_kb)} MB, bare ${kb(memory.bare.idle0.rss_kb)} MB`);
-
-    const connect = {};
-    for (const [target, pid, tok] of [[teamlog, pids.teamlog, tokens], [bare, pids.bare, new Array(CLIENTS).fill(null)]]) {
-      const cpu0 = cpuMicros(pid);
-      const seconds = await connectClients(target, tok);
-      const settled = await quiet(60_000);
-      connect[target.name] = { clients: target.alive, seconds: round3(seconds), errors: target.connectErrors.length, server_cpu_us_per_connection: Math.round((cpuMicros(pid) - cpu0) / Math.max(1, target.alive)), settled };
-      log(`${target.label}: ${target.alive}/${CLIENTS} sockets connected in ${seconds.toFixed(1)} s (${target.connectErrors.length} errors; server CPU ${connect[target.name].server_cpu_us_per_connection} µs per connection, the settle included)`);
-      await sleep(2000);
-      memory[target.name].idle = await collectGarbage(pid, target === teamlog ? PORTS.teamlogInspector : PORTS.bareInspector);
-      const m = memory[target.name];
-      m.clients = target.alive;
-      m.rss_kb_per_connection = round1((m.idle.rss_kb - m.idle0.rss_kb) / Math.max(1, target.alive));
-      m.heap_kb_per_connection = m.idle.heap_used_kb === null ? null : round1((m.idle.heap_used_kb - m.idle0.heap_used_kb) / Math.max(1, target.alive));
-      m.external_kb_per_connection = m.idle.external_kb === null ? null : round1((m.idle.external_kb - m.idle0.external_kb) / Math.max(1, target.alive));
-      log(`${target.label}: RSS ${kb(m.idle.rss_kb)} MB with ${target.alive} idle sockets: ${m.rss_kb_per_connection} KB per connection (heap ${m.heap_kb_per_connection} KB)`);
-    }
-    results.memory = { measure: 'memory per idle connection', clients: CLIENTS, ...memory, ratio_rss_per_connection: ratio(memory.teamlog.rss_kb_per_connection, memory.bare.rss_kb_per_connection) };
-    results.connect = { measure: 'connect', ...connect };
-
-    // ── 1 and 2. fan-out ──
-    log(`warm-up: ${WARMUP} paced messages to each server…`);
-    await runRound(teamlog, pids.teamlog, WARMUP, 'paced');
-    await runRound(bare, pids.bare, WARMUP, 'paced');
-    const rounds = { paced: { teamlog: [], bare: [] }, saturated: { teamlog: [], bare: [] } };
-    const pidOf = (t) => (t === teamlog ? pids.teamlog : pids.bare);
-    for (const mode of ['paced', 'saturated']) {
-      for (const target of [teamlog, bare, bare, teamlog]) {
-        const wasQuiet = await quiet(10_000);
-        const r = await runRound(target, pidOf(target), ROUND, mode);
-        r.started_quiet = wasQuiet;
-        if (PROFILE) log(`  ${mode} ${target.name} round: monotonic µs ${r.monotonic_us.join(' – ')}`);
-        rounds[mode][target.name].push(r);
-        const s = summarize(target, [r]);
-        log(`${mode} ${target.label}: ${s.aggregate_deliveries_per_s} deliveries/s (per message p50 ${s.per_message_deliveries_per_s.p50}), from send p50 ${s.latency_from_send_ms.p50} / p99 ${s.latency_from_send_ms.p99} ms, from response p50 ${s.latency_from_response_ms.p50} / p99 ${s.latency_from_response_ms.p99} ms, server ${s.cpu_us_per_delivery.server} µs/delivery, bench process ${Math.round(s.core_share.bench_process * 100)}% of a core; other processes ${Math.round(r.others_core_share * 100)}%, steal ${Math.round(r.steal_core_share * 100)}%, foreign write transaction in ${Math.round((r.foreign_xact_share ?? 0) * 100)}% of samples${r.undelivered ? `, ${r.undelivered} undelivered` : ''}`);
-      }
-    }
-    for (const mode of ['paced', 'saturated']) {
-      const t = summarize(teamlog, rounds[mode].teamlog);
-      const b = summarize(bare, rounds[mode].bare);
-      const key = mode === 'paced' ? 'per_message_deliveries_per_s' : null;
-      const rate = (s) => (key ? s[key].p50 : s.aggregate_deliveries_per_s);
-      results[mode] = {
-        measure: mode === 'paced' ? `fan-out at ${RATE} messages/s` : `fan-out saturated (${SAT_CONCURRENCY} triggers in flight)`,
-        clients: CLIENTS, rate_per_s: mode === 'paced' ? RATE : null,
-        teamlog: t, bare: b,
-        // What else the machine did during each round (the order Teamlog, bare, bare, Teamlog).
-        noise: [teamlog, bare, bare, teamlog].map((x, i) => {
-          const r = rounds[mode][x.name][i === 0 || i === 1 ? 0 : 1];
-          return { server: x.name, started_quiet: r.started_quiet, others_core_share: r.others_core_share, steal_core_share: r.steal_core_share, foreign_xact_share: r.foreign_xact_share };
-        }),
-        ratio: {
-          deliveries_per_s: ratio(rate(t), rate(b)),
-          p99_from_send: ratio(t.latency_from_send_ms.p99, b.latency_from_send_ms.p99),
-          // Only when both are positive: the bare server emits before it answers, so its deliveries mostly precede its response.
-          p99_from_response: t.latency_from_response_ms.p99 > 0 && b.latency_from_response_ms.p99 > 0 ? ratio(t.latency_from_response_ms.p99, b.latency_from_response_ms.p99) : null,
-          fanout_once_started: ratio(t.fanout_deliveries_per_s.p50, b.fanout_deliveries_per_s.p50),
-          server_cpu_per_delivery: ratio(t.cpu_us_per_delivery.server, b.cpu_us_per_delivery.server),
-        },
-      };
-      log(`${mode}: Teamlog ÷ bare deliveries/s ${fx(results[mode].ratio.deliveries_per_s)}, p99 from send ${fx(results[mode].ratio.p99_from_send)}, server CPU per delivery ${fx(results[mode].ratio.server_cpu_per_delivery)}`);
-    }
-    results.integrity = { measure: 'delivery integrity', teamlog: integrity(teamlog), bare: integrity(bare) };
-    for (const t of targets) {
-      const i = results.integrity[t.name];
-      log(`${t.label}: ${i.clients_that_missed} clients missed ${i.deliveries_missed} deliveries, ${i.duplicate_deliveries} duplicates, ${i.disconnects} disconnects, ${i.trigger_errors} trigger errors`);
-    }
-
-    // ── 4. replay ──
-    closeClients(teamlog);
-    closeClients(bare);
-    await quiet(60_000);
-    log(`replay: ${REPLAY_EVENTS} events missed by one client…`);
-    const authorId = await withDb(async (c) => (await c.query(`SELECT id FROM users WHERE email = 'rt-sender@bench.local'`)).rows[0].id);
-    const lastEventId = await currentPosition(base, tokens[0]);
-    await sleep(500);
-    const numberedIn = await produceMissedEvents(REPLAY_EVENTS, authorId);
-    await quiet(30_000);
-    const replays = [];
-    for (let i = 0; i < REPLAY_RUNS; i++) {
-      const r = await replayOnce(base, tokens[0], lastEventId, REPLAY_EVENTS, pids.teamlog);
-      replays.push(r);
-      log(`replay ${i + 1}: ${r.received}/${REPLAY_EVENTS} in ${r.seconds_from_connect_call} s from the connect call (${r.events_per_s} events/s; handshake ${r.handshake_ms} ms), ${r.duplicates} duplicates, ${r.out_of_order} out of order${r.resync ? `, ${JSON.stringify(r.resync)}` : ''}; server ${r.cpu_us_per_event.server} µs/event`);
-      await quiet(10_000);
-    }
-    const okRates = replays.filter((r) => r.complete).map((r) => r.events_per_s).sort((a, b) => a - b);
-    results.replay = {
-      measure: 'replay of missed events to one reconnecting client',
-      events: REPLAY_EVENTS, last_event_id: lastEventId, numbered_in_s: round3(numberedIn),
-      events_per_s_median: okRates.length ? okRates[Math.floor(okRates.length / 2)] : null,
-      runs: replays,
-    };
-
-    const peak = sampler.peak();
-    results.summary = {
-      measure: 'run',
-      quick: QUICK, clients: CLIENTS, warmup: WARMUP, round: ROUND, rate_per_s: RATE, saturated_concurrency: SAT_CONCURRENCY, text_length: TEXT_LENGTH,
-      login_seconds: round3(loginSeconds), quiet_at_start: quietAtStart, peak_rss_mb: { teamlog: Math.round(peak.teamlog / 1024), bare: Math.round(peak.bare / 1024) },
-      duration_s: Math.round((Date.now() - started) / 1000),
-      machine: machineLine(),
-      at: new Date().toISOString(),
-    };
+    Object.assign(results, await measureIdleMemory(teamlog, bare, run.pids, tokens));
+    const rounds = await runFanoutRounds(teamlog, bare, run.pids);
+    for (const mode of ['paced', 'saturated']) results[mode] = fanoutResult(mode, teamlog, bare, rounds);
+    results.integrity = checkDeliveries(run.targets);
+    results.replay = await measureReplay(base, teamlog, bare, run.pids.teamlog);
+    results.summary = runSummary({ started, loginSeconds, quietAtStart, peak: run.sampler.peak() });
   } finally {
-    sampler?.stop();
-    await foreign.close();
-    for (const t of targets) closeClients(t);
-    await stop(teamlogChild);
-    await stop(bareChild);
-    rmSync(dataDir, { recursive: true, force: true });
-    await adminQuery(`DROP DATABASE IF EXISTS ${DB_NAME} WITH (FORCE)`).catch((err) => log(`could not drop ${DB_NAME}: ${err.message}`));
+    await tearDown(run);
   }
-  if (profileDir) log(`Teamlog CPU profile: ${readdirSync(profileDir).map((f) => path.join(profileDir, f)).join(', ')}`);
+  if (run.profileDir) log(`Teamlog CPU profile: ${readdirSync(run.profileDir).map((f) => path.join(run.profileDir, f)).join(', ')}`);
   writeReport(results);
 }
 
@@ -913,7 +1009,7 @@ function writeReport(results) {
     '',
     `## Replay of ${replay.events.toLocaleString('en')} missed events to one reconnecting client`,
     '',
-    `One user's socket connected, took the \`event_id\` of its \`presence-snapshot\` (${replay.last_event_id}) and disconnected (with every other socket gone, so nothing else is delivered); ${replay.events.toLocaleString('en')} \`new-message\` outbox rows for \`general\` (payloads shaped like a message, ${summary.text_length}-character texts) were inserted in one SQL transaction (one outbox row each, as ${replay.events.toLocaleString('en')} posted messages leave them), and the relay numbered them within ${replay.numbered_in_s} s. Then the client reconnected with \`auth: { token, last_event_id }\`, ${replay.runs.length} times in a row (the same events each time); timed from the \`io()\` call to the last replayed event.`,
+    `One user's socket connected, took the \`event_id\` of its \`presence-snapshot\` (${replay.last_event_id}) and disconnected (with every other socket gone, so nothing else is delivered); ${replay.events.toLocaleString('en')} \`new-message\` outbox rows for \`general\` (payloads shaped like a message, ${summary.text_length}-character texts) were inserted in one SQL transaction (one outbox row each, as ${replay.events.toLocaleString('en')} posted messages leave them), and the relay numbered them within ${replay.numbered_in_s} s. Then the client, built on \`@teamlog/client\` (\`createClient\` with \`realtime.lastEventId\`, logged in before the clock starts), reconnected from that position (the library sends it as \`last_event_id\`), ${replay.runs.length} times in a row (the same events each time); timed from the subscription (the library's \`io()\` call) to the last replayed event reaching its handler.`,
     '',
     '| run | received | time from the connect call s | handshake ms | events/s | duplicates | out of order | server CPU µs / event | PostgreSQL CPU µs / event |',
     '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
