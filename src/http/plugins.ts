@@ -28,8 +28,9 @@ const API_CSP = {
 
 /**
  * The pages: scripts and styles from this origin only, as files (no inline script or style, no
- * eval). /realtime-demo serves its script as /realtime-demo.js and its styles as
- * /realtime-demo.css. `connect-src 'self'` covers the API calls and the socket's websocket.
+ * eval): /console and /realtime-demo serve their bundled script and styles as hashed files under
+ * their own path (web/, scripts/build-web.mjs). `connect-src 'self'` covers the API calls and
+ * the socket's websocket.
  * No upgrade-insecure-requests: on plain http://127.0.0.1 it would send the page's own
  * requests to an https:// that does not exist.
  */
