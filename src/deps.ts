@@ -35,4 +35,12 @@ export interface TestHooks {
   beforeDeliverySend?: (events: ReadonlyArray<{ event_id: number; name: string; room: string; payload: Record<string, unknown> }>) => Promise<void>;
   /** Shorter audit webhook timings, in ms (WebhookTuning in audit/integrity/webhook.ts): backoff, timeout, lease, poll. */
   webhookTuning?: Partial<Record<'retryBaseMs' | 'retryCapMs' | 'timeoutMs' | 'leaseMs' | 'pollMs', number>>;
+  /**
+   * Awaited by a socket handshake between its session check and its joining its rooms
+   * (realtime/realtime.ts): the gap in which a slow database or Redis holds it, and which a
+   * revocation delivered meanwhile passes by.
+   */
+  afterHandshakeSessionCheck?: () => Promise<void>;
+  /** Awaited while an audit scan holds its slot, before it reads anything (http/scan-slots.ts): a test holds scans open. */
+  whileScanHolds?: (kind: 'export' | 'verify') => Promise<void>;
 }

@@ -124,9 +124,7 @@ test('a module\'s files are named <noun>.<role>.ts', () => {
 
 test('no test-only mutable export in src/: tests hand their hooks to createDeps (deps.ts, TestHooks)', () => {
   const exported = /^export\s+(?:(let|var)\s+([A-Za-z_$][\w$]*)|(?:const|function|class)\s+([A-Za-z_$][\w$]*ForTests)\b)/gm;
-  // Held until the hooks of issue 27 move into TestHooks.
-  const pending = new Set(['realtime/realtime.ts handshakePauseForTests', 'http/scan-slots.ts scanPauseForTests']);
-  const found = files.flatMap((f) => [...readFileSync(f, 'utf8').matchAll(exported)].map((m) => `${rel(f)} ${m[2] ?? m[3]!}`)).filter((x) => !pending.has(x));
+  const found = files.flatMap((f) => [...readFileSync(f, 'utf8').matchAll(exported)].map((m) => `${rel(f)} ${m[2] ?? m[3]!}`));
   assert.deepEqual(found, []);
 });
 

@@ -2,10 +2,10 @@
 // on an instance; one more is 429 RATE_LIMITED problem+json with Retry-After; a slot comes back
 // when its scan ends, fails, or its client goes mid-export; teamlog_audit_scans_running{kind}
 // follows them and each refusal is counted in teamlog_requests_limited_total{limit="audit_scans"}.
-// Scans are held open with the test-only pause of src/http/scan-slots.ts.
+// Scans are held open with the test hook of src/http/scan-slots.ts (TestHooks.whileScanHolds).
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import { scanPauseForTests, type ScanKind } from '../src/http/scan-slots.js';
+import type { ScanKind } from '../src/http/scan-slots.js';
 import { assertProblem, type Response } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import type { TestServer } from './helpers/server.js';
@@ -13,13 +13,18 @@ import { sleep } from './helpers/sockets.js';
 import { limitedCount } from './helpers/limits.js';
 
 const MAX = 2;
-const h = useTestServer({ env: { MAX_CONCURRENT_AUDIT_SCANS: String(MAX), RATE_LIMIT_PER_MINUTE: '0' } });
+/** What the server awaits while a scan holds its slot: set by holdFirst, cleared after each test. */
+const scanPause: { whileHolding?: (kind: ScanKind) => Promise<void> } = {};
+const h = useTestServer({
+  env: { MAX_CONCURRENT_AUDIT_SCANS: String(MAX), RATE_LIMIT_PER_MINUTE: '0' },
+  hooks: { whileScanHolds: async (kind) => scanPause.whileHolding?.(kind) },
+});
 
 const EXPORT = '/api/v1/audit-logs/export';
 const VERIFY = '/api/v1/audit-logs/verify';
 
 afterEach(() => {
-  scanPauseForTests.whileHolding = undefined;
+  scanPause.whileHolding = undefined;
 });
 
 /** teamlog_audit_scans_running, by kind. */
@@ -39,7 +44,7 @@ function holdFirst(n: number) {
   let held = 0;
   let allIn = () => {};
   const entered = new Promise<void>((resolve) => (allIn = resolve));
-  scanPauseForTests.whileHolding = async (_kind: ScanKind) => {
+  scanPause.whileHolding = async (_kind: ScanKind) => {
     if (held >= n) return;
     if (++held === n) allIn();
     await gate;

@@ -7,14 +7,15 @@
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { after, describe, test } from 'node:test';
-import { handshakePauseForTests } from '../src/realtime/realtime.js';
 import { login, type Session } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import { needsRedis, startTestServer, type TestServer } from './helpers/server.js';
 import { connect, connectRecording, disconnection, sleep, type ClientSocket } from './helpers/sockets.js';
 import { limitedCount } from './helpers/limits.js';
 
-const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
+/** What a handshake awaits between its session check and its rooms (TestHooks.afterHandshakeSessionCheck): set per test. */
+const handshakePause: { afterSessionCheck?: () => Promise<void> } = {};
+const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' }, hooks: { afterHandshakeSessionCheck: async () => handshakePause.afterSessionCheck?.() } });
 const ROUNDS = 100;
 const MAX_SOCKETS = 20;
 
@@ -107,13 +108,13 @@ async function race(rounds: number, round: (i: number) => Promise<{ outcome: Out
  * missed, which unslowed is a few ms wide, so that the rounds land in it often.
  */
 async function withSlowHandshakes(fn: () => Promise<void>): Promise<void> {
-  handshakePauseForTests.afterSessionCheck = async () => {
+  handshakePause.afterSessionCheck = async () => {
     if (randomInt(4) !== 0) await sleep(randomInt(1, 41));
   };
   try {
     await fn();
   } finally {
-    handshakePauseForTests.afterSessionCheck = undefined;
+    handshakePause.afterSessionCheck = undefined;
   }
 }
 
@@ -123,8 +124,8 @@ function holdNextHandshake() {
   const gate = new Promise<void>((resolve) => (release = resolve));
   let arrived = () => {};
   const held = new Promise<void>((resolve) => (arrived = resolve));
-  handshakePauseForTests.afterSessionCheck = () => {
-    handshakePauseForTests.afterSessionCheck = undefined;
+  handshakePause.afterSessionCheck = () => {
+    handshakePause.afterSessionCheck = undefined;
     arrived();
     return gate;
   };
@@ -150,7 +151,7 @@ describe('a handshake held between its session check and its connection while a 
       else assert.equal(outcome.refused.message, 'unauthorized');
     } finally {
       hold.release();
-      handshakePauseForTests.afterSessionCheck = undefined;
+      handshakePause.afterSessionCheck = undefined;
     }
   });
 
@@ -170,7 +171,7 @@ describe('a handshake held between its session check and its connection while a 
       else assert.equal(outcome.refused.message, 'forbidden');
     } finally {
       hold.release();
-      handshakePauseForTests.afterSessionCheck = undefined;
+      handshakePause.afterSessionCheck = undefined;
     }
   });
 });

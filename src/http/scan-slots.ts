@@ -15,17 +15,19 @@ export const SCAN_RETRY_AFTER_SECONDS = 5;
 export interface ScanSlots {
   /** Takes a slot, or throws 429 RATE_LIMITED; answers its release (once is enough; later calls do nothing). */
   take(kind: ScanKind): () => void;
+  /**
+   * Awaited once a slot is taken, before the scan reads anything: at once in production; a
+   * test's pause (Deps.testHooks.whileScanHolds) holds scans open there.
+   */
+  holding(kind: ScanKind): Promise<void>;
 }
 
-/**
- * For tests only, empty in production: awaited while a scan holds its slot, before it reads
- * anything, so that a test holds scans open (test/limits-audit-scans.test.ts).
- */
-export const scanPauseForTests: { whileHolding?: (kind: ScanKind) => Promise<void> } = {};
-
-export function createScanSlots(max: number, metrics: Pick<AppMetrics, 'limited' | 'auditScansRunning'>): ScanSlots {
+export function createScanSlots(max: number, metrics: Pick<AppMetrics, 'limited' | 'auditScansRunning'>, pause?: (kind: ScanKind) => Promise<void>): ScanSlots {
   let running = 0;
   return {
+    holding: async (kind) => {
+      await pause?.(kind);
+    },
     take(kind) {
       if (running >= max) {
         metrics.limited.inc({ limit: 'audit_scans' });

@@ -35,13 +35,6 @@ export const MAX_SOCKETS_PER_USER = 20;
 /** How long a handshake waits for Redis to count its socket before letting it in anyway. */
 const SLOT_WAIT_MS = 1000;
 
-/**
- * For tests only, empty in production: awaited by a handshake between its session check and its
- * joining its rooms, the gap in which a slow database or Redis holds it, and which a revocation
- * delivered meanwhile passes by (test/limits-sockets.test.ts races revocations against it).
- */
-export const handshakePauseForTests: { afterSessionCheck?: () => Promise<void> } = {};
-
 /** `next(error)` of a handshake: the client's connect_error, with the contract's message. */
 const refused = (message: 'unauthorized' | 'forbidden' | 'unavailable' | 'too_many_connections', code?: string): ExtendedError =>
   Object.assign(new Error(message), { data: { code: code ?? message.toUpperCase() } });
@@ -150,7 +143,8 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
       try {
         const { actor, expiresAt } = await services.auth.authenticateToken(token);
         if (adminOnly && actor.role !== 'ADMIN') return next(refused('forbidden'));
-        await handshakePauseForTests.afterSessionCheck?.();
+        // A test's pause (Deps.testHooks): test/limits-sockets.test.ts races revocations against this gap.
+        await deps.testHooks?.afterHandshakeSessionCheck?.();
         const roomsAsOf = dispatcher.position;
         const projects = adminOnly ? [] : await projectsOf(db, actor.id);
         if (!(await takeSlot(socket, actor.id, adminOnly))) {

@@ -16,9 +16,11 @@ export interface AuditRoutesOptions {
   evidence: EvidenceService;
   /** MAX_CONCURRENT_AUDIT_SCANS: exports and verifications this instance runs at once. */
   maxConcurrentScans: number;
+  /** A test's pause while a scan holds its slot (Deps.testHooks.whileScanHolds); none in production. */
+  scanPause?: (kind: 'export' | 'verify') => Promise<void>;
 }
 
-export const auditRoutes: FastifyPluginAsyncTypebox<AuditRoutesOptions> = async (app, { audit, evidence, maxConcurrentScans }) => {
+export const auditRoutes: FastifyPluginAsyncTypebox<AuditRoutesOptions> = async (app, { audit, evidence, maxConcurrentScans, scanPause }) => {
   // The audit log is for ADMINs only; checked once for every route of this plugin.
   app.addHook('preHandler', async (request) => {
     requireAuditor(authedContext(request).actor);
@@ -43,7 +45,7 @@ export const auditRoutes: FastifyPluginAsyncTypebox<AuditRoutesOptions> = async 
     },
   });
 
-  registerEvidenceRoutes(app, audit, evidence, createScanSlots(maxConcurrentScans, app.metrics));
+  registerEvidenceRoutes(app, audit, evidence, createScanSlots(maxConcurrentScans, app.metrics, scanPause));
 
   app.get('/audit-logs/:id', {
     // The ETag is a hash of the body: a record never changes, but its personal data may be erased.

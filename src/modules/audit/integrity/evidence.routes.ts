@@ -8,7 +8,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { authedContext } from '../../../http/request-context.js';
 import { IdParams, errorResponses } from '../../../http/schemas.js';
 import type { ProducesConfig } from '../../../http/conventions.js';
-import { SCAN_RETRY_AFTER_SECONDS, scanPauseForTests, type ScanSlots } from '../../../http/scan-slots.js';
+import { SCAN_RETRY_AFTER_SECONDS, type ScanSlots } from '../../../http/scan-slots.js';
 import type { AuditService } from '../audit.service.js';
 import { CheckpointJson, ConsistencyProof, ConsistencyQuery, ExportQuery, InclusionProof, ProofQuery, PublicKey, TilePathParams, VerifyReport } from './evidence.schemas.js';
 import type { EvidenceService } from './evidence.service.js';
@@ -61,7 +61,7 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
     handler: async () => {
       const release = scans.take('verify');
       try {
-        await scanPauseForTests.whileHolding?.('verify');
+        await scans.holding('verify');
         return await evidence.verify();
       } finally {
         release();
@@ -203,7 +203,7 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
       // stream): the scan is over in every case.
       reply.raw.once('close', release);
       try {
-        await scanPauseForTests.whileHolding?.('export');
+        await scans.holding('export');
         await audit.recordExport(authedContext(request), format, filters);
       } catch (err) {
         release();
