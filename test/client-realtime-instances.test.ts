@@ -13,7 +13,7 @@ import { addMember, createProject, postMessage } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 import { sleep } from './helpers/sockets.js';
 import { freePort, spawnServer, type ServerProcess } from './helpers/process.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, TEST_REDIS_URL, TEST_SIGNING_KEY, needsRedis } from './helpers/server.js';
+import { needsRedis, siblingInstanceEnv } from './helpers/server.js';
 
 const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
 
@@ -30,19 +30,7 @@ after(async () => {
 async function instance(port: number): Promise<ServerProcess> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-client-instance-'));
   dirs.push(dataDir);
-  const proc = await spawnServer({
-    PORT: String(port),
-    DATA_DIR: dataDir,
-    DATABASE_URL: h.server.databaseUrl!,
-    REDIS_URL: TEST_REDIS_URL,
-    REDIS_KEY_PREFIX: `${h.server.database.name}:`,
-    JWT_SECRET: h.server.config.jwtSecret!,
-    AUDIT_SIGNING_KEY: TEST_SIGNING_KEY,
-    ADMIN_EMAIL,
-    ADMIN_PASSWORD,
-    RATE_LIMIT_PER_MINUTE: '0',
-    LOG_LEVEL: 'warn',
-  });
+  const proc = await spawnServer({ ...siblingInstanceEnv(h.server, dataDir), PORT: String(port) });
   procs.push(proc);
   await proc.waitReady();
   return proc;

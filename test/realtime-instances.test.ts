@@ -11,7 +11,7 @@ import { login, type Session } from './helpers/client.js';
 import { addMember, createProject, postMessage } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 import { spawnServer, type ServerProcess } from './helpers/process.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, TEST_REDIS_URL, TEST_SIGNING_KEY, needsRedis, startTestServer, type TestServer } from './helpers/server.js';
+import { TEST_REDIS_URL, needsRedis, siblingInstanceEnv, startTestServer, type TestServer } from './helpers/server.js';
 import { connectRecording, disconnection, sleep, type ClientSocket, type Recorder } from './helpers/sockets.js';
 import { TcpProxy } from './helpers/tcp-proxy.js';
 
@@ -120,19 +120,7 @@ describe('an instance killed with kill -9', () => {
 
   test('loses no event, and its users go offline on the other instances within 30 s', { skip, timeout: 60_000 }, async () => {
     dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-killed-'));
-    proc = await spawnServer({
-      DATA_DIR: dataDir,
-      DATABASE_URL: h.server.databaseUrl!,
-      REDIS_URL: TEST_REDIS_URL,
-      REDIS_KEY_PREFIX: `${h.server.database.name}:`,
-      JWT_SECRET: h.server.config.jwtSecret!,
-      // The log's own key: an instance with another would refuse to start (log-identity.ts).
-      AUDIT_SIGNING_KEY: TEST_SIGNING_KEY,
-      ADMIN_EMAIL,
-      ADMIN_PASSWORD,
-      RATE_LIMIT_PER_MINUTE: '0',
-      LOG_LEVEL: 'warn',
-    });
+    proc = await spawnServer(siblingInstanceEnv(h.server, dataDir));
     await proc.waitReady();
     const [watcher, victim] = await Promise.all([h.newUser(), h.newUser()]);
     const victimOnC = await login({ ...h.server, url: proc.url }, victim.email, victim.password);

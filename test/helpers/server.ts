@@ -61,6 +61,26 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
+/**
+ * The environment of a server process (helpers/process.ts) that is another instance of `server`:
+ * its PostgreSQL database and Redis keys, its JWT secret, the log's signing key (an instance
+ * with another refuses to start: log-identity.ts) and the first ADMIN; no general limit.
+ */
+export function siblingInstanceEnv(server: TestServer, dataDir: string): Record<string, string> {
+  return {
+    DATA_DIR: dataDir,
+    DATABASE_URL: server.databaseUrl!,
+    REDIS_URL: TEST_REDIS_URL,
+    REDIS_KEY_PREFIX: `${server.database.name}:`,
+    JWT_SECRET: server.config.jwtSecret!,
+    AUDIT_SIGNING_KEY: TEST_SIGNING_KEY,
+    ADMIN_EMAIL,
+    ADMIN_PASSWORD,
+    RATE_LIMIT_PER_MINUTE: '0',
+    LOG_LEVEL: 'warn',
+  };
+}
+
 export interface TestDatabase {
   /** Unique among the databases of every test file running at once (names Redis keys too). */
   name: string;
