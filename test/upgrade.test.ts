@@ -20,12 +20,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import type { CheckpointJson } from './helpers/audit-log.js';
 import { runTeamlog, type CliResult } from './helpers/cli.js';
 import { Client, login, type Session } from './helpers/client.js';
 import { allPages, createProject, createTask, postMessage, uniqueWord, type AuditRecordBody } from './helpers/factories.js';
 import { extractRelease, openExistingDatabase, releaseUnavailable, runInRelease, type ExistingDatabase } from './helpers/old-release.js';
+import { adminQuery, databaseUrl as databaseUrlOf } from './helpers/postgres.js';
 import { DB_KIND, ensureServiceLogin, onPostgres, PG_BASE_URL, SERVICE_LOGIN, startTestServer, TEST_REDIS_URL, TEST_SIGNING_KEY, type TestDatabase, type TestServer } from './helpers/server.js';
 import { connectRecording, sleep, type ClientSocket, type Received } from './helpers/sockets.js';
 import type { ReplayEvent, UpgradeManifest } from './upgrade/fill-previous-release.js';
@@ -140,15 +140,6 @@ async function sealedThrough(admin: Session): Promise<CheckpointJson> {
   }
 }
 
-async function pgAdmin(sql: string): Promise<void> {
-  const c = new pg.Client({ connectionString: PG_BASE_URL });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
-}
 
 const output = (r: CliResult) => `exit ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`;
 
@@ -189,9 +180,9 @@ describe(`an upgrade from ${PREVIOUS_RELEASE} to this checkout (${DB_KIND}) lose
     old = path.join(work, 'old');
     mkdirSync(dataDir);
     if (onPostgres) {
-      await pgAdmin(`CREATE DATABASE ${name}`); // generated above, never input
+      await adminQuery(`CREATE DATABASE ${name}`); // generated above, never input
       pgCreated = true;
-      databaseUrl = Object.assign(new URL(PG_BASE_URL), { pathname: `/${name}` }).toString();
+      databaseUrl = databaseUrlOf(name);
     }
     const serverEnv: Record<string, string> = {
       JWT_SECRET,
@@ -250,7 +241,7 @@ describe(`an upgrade from ${PREVIOUS_RELEASE} to this checkout (${DB_KIND}) lose
     try {
       await closeServer();
     } finally {
-      if (pgCreated) await pgAdmin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      if (pgCreated) await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       if (work) rmSync(work, { recursive: true, force: true });
     }
   });

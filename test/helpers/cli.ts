@@ -10,12 +10,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { databaseSession, migrate } from '../../src/db/migrate.js';
 import { createPgliteDatabase } from '../../src/db/pglite.js';
 import { APP_ROLE, createPostgresDatabase } from '../../src/db/postgres.js';
 import { loginAdmin, type Session } from './client.js';
-import { createTestDatabase, onPostgres, PG_BASE_URL, SERVICE_LOGIN, startTestServer, type TestDatabase, type TestServer } from './server.js';
+import { adminQuery, databaseUrl } from './postgres.js';
+import { createTestDatabase, onPostgres, SERVICE_LOGIN, startTestServer, type TestDatabase, type TestServer } from './server.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -90,15 +90,6 @@ export function useCliDatabase(opts: CliDatabaseOptions): CliDatabase<Session | 
   let pgDatabase: TestDatabase | undefined;
   let emptyName: string | undefined;
   let emptyUrl: string | undefined;
-  const admin = async (sql: string) => {
-    const c = new pg.Client({ connectionString: PG_BASE_URL });
-    await c.connect();
-    try {
-      await c.query(sql);
-    } finally {
-      await c.end();
-    }
-  };
   before(async () => {
     dataDir = mkdtempSync(path.join(tmpdir(), opts.prefix));
     if (!onPostgres) return;
@@ -107,12 +98,12 @@ export function useCliDatabase(opts: CliDatabaseOptions): CliDatabase<Session | 
       return;
     }
     emptyName = `teamlog_cli_${process.pid}_${randomBytes(4).toString('hex')}`; // generated here, never input
-    await admin(`CREATE DATABASE ${emptyName}`);
-    emptyUrl = Object.assign(new URL(PG_BASE_URL), { pathname: `/${emptyName}` }).toString();
+    await adminQuery(`CREATE DATABASE ${emptyName}`);
+    emptyUrl = databaseUrl(emptyName);
   });
   after(async () => {
     await pgDatabase?.drop();
-    if (emptyName) await admin(`DROP DATABASE IF EXISTS ${emptyName} WITH (FORCE)`);
+    if (emptyName) await adminQuery(`DROP DATABASE IF EXISTS ${emptyName} WITH (FORCE)`);
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
 

@@ -6,7 +6,6 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { loadConfig, type Config } from '../../src/config.js';
 import { generateEd25519PrivateKeyPem } from '../../src/modules/audit/integrity/signed-note.js';
 import type { Database } from '../../src/db/database.js';
@@ -19,13 +18,14 @@ import { createLogger } from '../../src/logger.js';
 import type { TestHooks } from '../../src/deps.js';
 import { createApp, createDeps } from '../../src/runtime.js';
 import type { App } from '../../src/app.js';
+import { adminQuery, databaseUrl } from './postgres.js';
 
 export const DB_KIND: 'pglite' | 'postgres' = process.env.TEST_DB === 'postgres' ? 'postgres' : 'pglite';
 export const onPostgres = DB_KIND === 'postgres';
 /** For `test(name, { skip: needsPostgres }, fn)`: real concurrency and several instances need a server. */
 export const needsPostgres: string | false = onPostgres ? false : 'needs PostgreSQL (runs in the PostgreSQL pass)';
 
-export const PG_BASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export { PG_BASE_URL } from './postgres.js';
 /** Redis for the PostgreSQL pass (scripts/test.mjs sets it empty when none answers). */
 export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 /** For `test(name, { skip: needsRedis }, fn)`: shared state across instances needs Redis. */
@@ -90,12 +90,6 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-function withDatabase(base: string, name: string): string {
-  const u = new URL(base);
-  u.pathname = `/${name}`;
-  return u.toString();
-}
-
 export const SERVICE_LOGIN = 'teamlog_test_service';
 
 /**
@@ -104,10 +98,8 @@ export const SERVICE_LOGIN = 'teamlog_test_service';
  */
 export async function ensureServiceLogin(): Promise<void> {
   for (let attempt = 0; ; attempt++) {
-    const c = new pg.Client({ connectionString: PG_BASE_URL });
-    await c.connect();
     try {
-      await c.query(`DO $$ BEGIN
+      await adminQuery(`DO $$ BEGIN
         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${SERVICE_LOGIN}') THEN
           CREATE ROLE ${SERVICE_LOGIN} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
         END IF;
@@ -119,8 +111,6 @@ export async function ensureServiceLogin(): Promise<void> {
     } catch (err) {
       if (attempt >= 5) throw err;
       await new Promise((r) => setTimeout(r, 50 * (attempt + 1)));
-    } finally {
-      await c.end();
     }
   }
 }
@@ -129,20 +119,14 @@ export async function ensureServiceLogin(): Promise<void> {
 export async function createTestDatabase(onError: (err: unknown) => void = () => {}): Promise<TestDatabase> {
   if (!onPostgres) return openTestDatabase({ name: `pglite_${process.pid}_${randomBytes(4).toString('hex')}` }, onError);
   const name = `teamlog_test_${process.pid}_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: PG_BASE_URL });
-  await admin.connect();
   // Names are generated here and in scripts/test.mjs, never input.
-  await admin.query(POSTGRES_TEMPLATE ? `CREATE DATABASE ${name} TEMPLATE ${POSTGRES_TEMPLATE}` : `CREATE DATABASE ${name}`);
-  await admin.end();
-  const database = await openTestDatabase({ name, databaseUrl: withDatabase(PG_BASE_URL, name) }, onError);
+  await adminQuery(POSTGRES_TEMPLATE ? `CREATE DATABASE ${name} TEMPLATE ${POSTGRES_TEMPLATE}` : `CREATE DATABASE ${name}`);
+  const database = await openTestDatabase({ name, databaseUrl: databaseUrl(name) }, onError);
   return {
     ...database,
     async drop() {
       await database.drop();
-      const c = new pg.Client({ connectionString: PG_BASE_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
+      await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     },
   };
 }

@@ -10,23 +10,11 @@
 //   node --import tsx test/helpers/template.ts postgres <database name>
 //   node --import tsx test/helpers/template.ts drop-postgres <database name>
 import { writeFileSync } from 'node:fs';
-import pg from 'pg';
 import { databaseSession, migrate, migratePostgres } from '../../src/db/migrate.js';
 import { createPgliteDatabase } from '../../src/db/pglite.js';
+import { adminQuery, databaseUrl, withAdminClient } from './postgres.js';
 
-const PG_BASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const withDatabase = (url: string, name: string) => Object.assign(new URL(url), { pathname: `/${name}` }).toString();
 const SAFE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
-
-async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: PG_BASE_URL });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
 
 export async function makePgliteTemplate(file: string): Promise<void> {
   const db = await createPgliteDatabase(undefined, () => {});
@@ -40,16 +28,16 @@ export async function makePgliteTemplate(file: string): Promise<void> {
 
 export async function makePostgresTemplate(name: string): Promise<void> {
   if (!SAFE_NAME.test(name)) throw new Error(`not a database name: ${name}`);
-  await admin(async (c) => {
+  await withAdminClient(async (c) => {
     await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await c.query(`CREATE DATABASE ${name}`);
   });
-  await migratePostgres(withDatabase(PG_BASE_URL, name));
+  await migratePostgres(databaseUrl(name));
 }
 
 export async function dropPostgresTemplate(name: string): Promise<void> {
   if (!SAFE_NAME.test(name)) throw new Error(`not a database name: ${name}`);
-  await admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+  await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
