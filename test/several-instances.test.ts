@@ -11,9 +11,9 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import pg from 'pg';
 import { generateEd25519PrivateKeyPem } from '../src/modules/audit/integrity/signed-note.js';
 import { ROOT, spawnServer } from './helpers/process.js';
+import { adminQuery } from './helpers/postgres.js';
 import { needsRedis, PG_BASE_URL, TEST_REDIS_URL } from './helpers/server.js';
 import { sleep } from './helpers/sockets.js';
 
@@ -28,16 +28,6 @@ const urlOf = (database: string, user = 'postgres', password = '') => {
   u.password = password;
   return u.href;
 };
-
-async function adminQuery<R extends pg.QueryResultRow>(database: string, sql: string, params: unknown[] = []): Promise<R[]> {
-  const c = new pg.Client({ connectionString: urlOf(database) });
-  await c.connect();
-  try {
-    return (await c.query<R>(sql, params)).rows;
-  } finally {
-    await c.end();
-  }
-}
 
 /** Two consecutive free ports (the script gives instance i the port FIRST_PORT + i). */
 async function twoFreePorts(): Promise<number> {
@@ -95,7 +85,7 @@ describe('the several-instances recipe (deploy/several-instances.sh)', { skip: n
   let shared: Record<string, string>;
 
   before(async () => {
-    await adminQuery('postgres', `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+    await adminQuery(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
     const port = await twoFreePorts();
     urls = [port, port + 1].map((p) => `http://127.0.0.1:${p}`);
     script = spawn('bash', [SCRIPT], {
@@ -122,18 +112,18 @@ describe('the several-instances recipe (deploy/several-instances.sh)', { skip: n
       script.kill('SIGTERM');
       await new Promise((resolve) => script.once('exit', resolve));
     }
-    await adminQuery('postgres', `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => {});
+    await adminQuery(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => {});
     rmSync(stateDir, { recursive: true, force: true });
   });
 
   test('both instances serve as the restricted login, with no owner URL and no right to change the schema', async () => {
     const logins = await adminQuery<{ usename: string; superuser: boolean; owner: boolean }>(
-      database,
       `SELECT DISTINCT a.usename, r.rolsuper AS superuser, pg_has_role(a.usename, 'teamlog_app', 'MEMBER') AS member,
               has_schema_privilege(a.usename, 'public', 'CREATE') AS owner
          FROM pg_stat_activity a JOIN pg_roles r ON r.rolname = a.usename
         WHERE a.datname = $1 AND a.usename <> 'postgres'`,
       [database],
+      database,
     );
     assert.deepEqual(logins.map((l) => [l.usename, l.superuser, l.owner]), [[LOGIN, false, false]]);
     for (let i = 0; i < 2; i++) {
@@ -156,7 +146,7 @@ describe('the several-instances recipe (deploy/several-instances.sh)', { skip: n
     // Both instances sign with the one shared key: a checkpoint covering everything, verified from each.
     for (let i = 0; ; i++) {
       const verdicts = await Promise.all(urls.map((u) => api<{ ok: boolean; head?: { tree_size: number } | null }>(u, 'GET', '/audit-logs/verify', undefined, token)));
-      const records = await adminQuery<{ n: number }>(database, 'SELECT count(*)::int AS n FROM audit_log');
+      const records = await adminQuery<{ n: number }>('SELECT count(*)::int AS n FROM audit_log', [], database);
       if (verdicts.every((v) => v.status === 200 && v.body.ok && (v.body.head?.tree_size ?? 0) >= records[0]!.n)) break;
       assert.ok(i < 100, `the evidence did not verify on both instances: ${JSON.stringify(verdicts.map((v) => v.body))}`);
       await sleep(200);
@@ -182,7 +172,7 @@ describe('the several-instances recipe (deploy/several-instances.sh)', { skip: n
     } finally {
       for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
     }
-    const keys = await adminQuery<{ n: number }>(database, 'SELECT count(*)::int AS n FROM audit_signing_keys');
+    const keys = await adminQuery<{ n: number }>('SELECT count(*)::int AS n FROM audit_signing_keys', [], database);
     assert.equal(keys[0]!.n, 1, 'the refused keys were not registered');
     // The two instances were not disturbed.
     for (const url of urls) assert.equal((await fetch(`${url}/health/ready`)).status, 200);
@@ -190,8 +180,8 @@ describe('the several-instances recipe (deploy/several-instances.sh)', { skip: n
 
   test('a start with pending migrations and no owner URL stops with a message naming MIGRATION_DATABASE_URL; with it, it starts', async () => {
     const fresh = `${database}_fresh`;
-    await adminQuery('postgres', `DROP DATABASE IF EXISTS ${fresh} WITH (FORCE)`);
-    await adminQuery('postgres', `CREATE DATABASE ${fresh}`);
+    await adminQuery(`DROP DATABASE IF EXISTS ${fresh} WITH (FORCE)`);
+    await adminQuery(`CREATE DATABASE ${fresh}`);
     const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-recipe-fresh-'));
     const env = {
       DATABASE_URL: urlOf(fresh, LOGIN, shared.TEAMLOG_DB_PASSWORD), JWT_SECRET: shared.JWT_SECRET!, AUDIT_SIGNING_KEY: generateEd25519PrivateKeyPem(), DATA_DIR: dataDir,
@@ -201,19 +191,19 @@ describe('the several-instances recipe (deploy/several-instances.sh)', { skip: n
       assert.equal(await refused.exited, 1, refused.output());
       assert.match(refused.output(), /migrations are pending \(0001_foundation, .*R__privileges\) and the login of DATABASE_URL may not apply them/);
       assert.match(refused.output(), /MIGRATION_DATABASE_URL/);
-      assert.deepEqual(await adminQuery(fresh, `SELECT to_regclass('schema_migrations') AS t`), [{ t: null }], 'nothing was half-applied');
+      assert.deepEqual(await adminQuery(`SELECT to_regclass('schema_migrations') AS t`, [], fresh), [{ t: null }], 'nothing was half-applied');
 
       const owned = await spawnServer({ ...env, MIGRATION_DATABASE_URL: urlOf(fresh) });
       await owned.waitReady();
       assert.equal(await owned.stop(), 0);
       // Current now: the restricted login alone starts, and changes nothing on the way.
-      const before = await adminQuery<{ version: string; applied_at: string }>(fresh, 'SELECT version, applied_at::text FROM schema_migrations ORDER BY version');
+      const before = await adminQuery<{ version: string; applied_at: string }>('SELECT version, applied_at::text FROM schema_migrations ORDER BY version', [], fresh);
       const restricted = await spawnServer(env);
       await restricted.waitReady();
       assert.equal(await restricted.stop(), 0);
-      assert.deepEqual(await adminQuery(fresh, 'SELECT version, applied_at::text FROM schema_migrations ORDER BY version'), before);
+      assert.deepEqual(await adminQuery('SELECT version, applied_at::text FROM schema_migrations ORDER BY version', [], fresh), before);
     } finally {
-      await adminQuery('postgres', `DROP DATABASE IF EXISTS ${fresh} WITH (FORCE)`).catch(() => {});
+      await adminQuery(`DROP DATABASE IF EXISTS ${fresh} WITH (FORCE)`).catch(() => {});
       rmSync(dataDir, { recursive: true, force: true });
     }
   });

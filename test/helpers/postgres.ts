@@ -8,9 +8,9 @@ export const PG_BASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres
 /** The owner's URL of database `name` on the tests' server (or on `base`). */
 export const databaseUrl = (name: string, base: string = PG_BASE_URL): string => Object.assign(new URL(base), { pathname: `/${name}` }).toString();
 
-/** Runs `fn` with a connection of its own to the server's maintenance database, closed after. */
-export async function withAdminClient<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: PG_BASE_URL });
+/** Runs `fn` as the superuser with a connection of its own, closed after: to `database`, or the server's maintenance database. */
+export async function withAdminClient<T>(fn: (c: pg.Client) => Promise<T>, database?: string): Promise<T> {
+  const c = new pg.Client({ connectionString: database === undefined ? PG_BASE_URL : databaseUrl(database) });
   await c.connect();
   try {
     return await fn(c);
@@ -19,5 +19,6 @@ export async function withAdminClient<T>(fn: (c: pg.Client) => Promise<T>): Prom
   }
 }
 
-/** One superuser statement on the maintenance database (names in it are generated, never input). */
-export const adminQuery = async (sql: string): Promise<void> => void (await withAdminClient((c) => c.query(sql)));
+/** One superuser statement, on `database` or the maintenance database (names in it are generated, never input); its rows. */
+export const adminQuery = <R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params: unknown[] = [], database?: string): Promise<R[]> =>
+  withAdminClient(async (c) => (await c.query<R>(sql, params)).rows, database);
