@@ -1,9 +1,22 @@
-// What the benchmarks (bench/run.mjs, bench/realtime.mjs) share: the servers they start as
-// child processes and stop, the peak memory of those processes, and a login through the API.
+// What the benchmarks (bench/*.mjs) share: the servers they start as child processes and stop,
+// the peak memory of those processes, a login through the API, and a database connection for
+// one piece of work.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import pg from 'pg';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Runs `fn` with a connection of its own to `url`, closed after. */
+export async function withClient(url, fn) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
 
 /** Every child started here, so that a run that ends (or is torn down) leaves none behind. */
 export const children = new Set();

@@ -16,7 +16,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { auditEvidenceBench, auditEvidenceMarkdown, waitSealed, waitSealedHttp } from './audit-evidence.mjs';
 import { cpuMeter as meterCpu } from './cpu.mjs';
-import { login, rssSampler, startProcess, stop } from './lib.mjs';
+import { login, rssSampler, startProcess, stop, withClient } from './lib.mjs';
 import { installWalInspect, writeCost, writeCostText, writeCounters } from './write-cost.mjs';
 
 const args = process.argv.slice(2);
@@ -60,16 +60,6 @@ const dbUrl = (name) => Object.assign(new URL(PG_BASE), { pathname: `/${name}` }
 
 function log(msg) {
   process.stderr.write(`${msg}\n`);
-}
-
-async function withClient(url, fn) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
 }
 
 // ── seeding ────────────────────────────────────────────────────────────────────────────

@@ -17,10 +17,9 @@
 // (some far busier than others), 3 % without an actor, 11 actions in realistic proportions,
 // 3 % FAILURE and 1 % DENIED, ~5,000 IPv4 and ~500 IPv6 client addresses, a random request id
 // per record, timestamps rising with ids over 365 days.
-import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import path from 'node:path';
-import pg from 'pg';
+import { login, startProcess, stop, withClient } from './lib.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const args = process.argv.slice(2);
@@ -30,18 +29,7 @@ const RECORDS = Number(opt('records', 1_000_000));
 const RUNS = Number(opt('runs', 200));
 const PORT = 3431;
 const ADMIN = { email: process.env.BENCH_ADMIN_EMAIL ?? 'search-admin@bench.local', password: process.env.BENCH_ADMIN_PASSWORD ?? 'search-admin-password' };
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (msg) => process.stderr.write(`${msg}\n`);
-
-async function withClient(url, fn) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
 
 async function seed() {
   const target = new URL(DB_URL);
@@ -131,28 +119,13 @@ async function queries() {
   });
 }
 
-async function startServer() {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/server.ts')], {
-    env: {
-      ...process.env, DATABASE_URL: DB_URL, PORT: String(PORT), HOST: '127.0.0.1', LOG_LEVEL: 'warn', AUDIT_SEALING: 'off',
-      JWT_SECRET: 'search-bench-secret-'.padEnd(48, 'x'), ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password,
-      RATE_LIMIT_PER_MINUTE: '10000000', DATA_DIR: `/tmp/teamlog-search-bench-${process.pid}`,
-    },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (d) => (stderr += d));
-  for (let i = 0; i < 240; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${PORT}/health/ready`)).ok) return child;
-    } catch {
-      /* not yet */
-    }
-    if (child.exitCode !== null) throw new Error(`the server exited: ${stderr}`);
-    await sleep(250);
-  }
-  throw new Error(`the server did not become ready: ${stderr}`);
-}
+/** The service from src/ on the seeded database, with sealing off (the search reads; nothing is written). */
+const startServer = () =>
+  startProcess('teamlog', path.join(ROOT, 'src/server.ts'), {
+    DATABASE_URL: DB_URL, LOG_LEVEL: 'warn', AUDIT_SEALING: 'off',
+    JWT_SECRET: 'search-bench-secret-'.padEnd(48, 'x'), ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password,
+    RATE_LIMIT_PER_MINUTE: '10000000', DATA_DIR: `/tmp/teamlog-search-bench-${process.pid}`,
+  }, PORT, { readyPath: '/health/ready', flags: ['--import', 'tsx'] });
 
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 
@@ -201,9 +174,7 @@ async function main() {
     base = `http://127.0.0.1:${PORT}`;
   }
   try {
-    const login = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN) });
-    if (!login.ok) throw new Error(`admin login: ${login.status} ${await login.text()}`);
-    const token = (await login.json()).access_token;
+    const token = await login(base, ADMIN.email, ADMIN.password);
     const rows = [];
     for (const q of qs) {
       const url = `${base}/api/v1/audit-logs?limit=20&q=${encodeURIComponent(q)}`;
@@ -231,10 +202,7 @@ async function main() {
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
   } finally {
-    if (child) {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
-    }
+    await stop(child);
   }
 }
 

@@ -12,9 +12,8 @@
 // Tuples: the deltas of pg_stat_user_tables over the server's database.
 // Index entries (an estimate): each table's inserted and non-HOT-updated tuples times its number
 // of indexes; a HOT update adds none, every other new tuple one per index (partial ones too).
-import pg from 'pg';
+import { sleep, withClient } from './lib.mjs';
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // A backend reports its table counters when it goes idle, but at most once a second: what it
 // counted within a second of its last report waits for the idle timeout, 10 s (PostgreSQL 15's
@@ -25,16 +24,6 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const STATS_DELAY_MS = 11_000;
 // Where the benchmark installs pg_walinspect: a schema of its own, out of the application's way.
 const WALINSPECT_SCHEMA = 'bench_wal';
-
-async function withClient(url, fn) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
 
 /** Installs pg_walinspect in database `url` (a superuser's work); answers whether it is there. */
 export async function installWalInspect(url, log) {
