@@ -12,7 +12,7 @@ COPY package.json package-lock.json .npmrc ./
 # --ignore-scripts: the `prepare` script would build before the sources are copied in.
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json tsconfig.web.json ./
-COPY scripts/build.mjs scripts/build-web.mjs ./scripts/
+COPY scripts/build.mjs scripts/build-web.mjs scripts/inputs-hash.mjs ./scripts/
 COPY src ./src
 COPY web ./web
 # The pages import @teamlog/client from its source (tsconfig.web.json's paths).

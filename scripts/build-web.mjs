@@ -11,11 +11,11 @@
 //
 // Fails when a page's shipped JavaScript is over its budget, 60 KB gzipped: the console must
 // load fast on a slow connection, when an incident is under way.
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
+import { inputsHash } from './inputs-hash.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const WEB_OUT = path.join(ROOT, 'dist/web');
@@ -32,22 +32,6 @@ const PAGES = [
   { name: 'console', script: 'main.ts', style: 'console.css', format: 'esm' },
   { name: 'demo', script: 'main.ts', style: 'demo.css', format: 'iife' },
 ];
-function listFiles(p) {
-  if (!existsSync(p)) return [];
-  if (!statSync(p).isDirectory()) return [p];
-  return readdirSync(p)
-    .sort()
-    .flatMap((name) => listFiles(path.join(p, name)));
-}
-
-function inputsHash() {
-  const hash = createHash('sha256');
-  for (const file of INPUTS.flatMap((input) => listFiles(path.join(ROOT, input)))) {
-    hash.update(path.relative(ROOT, file)).update('\0').update(readFileSync(file)).update('\0');
-  }
-  return hash.digest('hex');
-}
-
 /** Builds one page into dist/web/<name>/; answers the gzipped size of its JavaScript, in bytes. */
 async function buildPage(esbuild, page, quiet) {
   const source = path.join(ROOT, 'web', page.name);
@@ -120,7 +104,7 @@ async function locked(fn) {
 
 /** Builds dist/web/; answers the gzipped size of each page's JavaScript, in bytes, by page name. */
 export async function buildWeb({ ifChanged = false, quiet = false } = {}) {
-  const hash = inputsHash();
+  const hash = inputsHash(INPUTS);
   const ready = ifChanged ? current(hash) : undefined;
   if (ready) return { gzipBytes: ready, built: false };
   return locked(async () => {

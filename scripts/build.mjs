@@ -6,16 +6,14 @@
 //
 //   --if-changed   compile only when the inputs' hash differs from the stamp, or dist/ lacks an
 //                  entry point (what `npm start` runs, so that a second start does not recompile)
-//
-// The hash is of the files' contents, not their times: a checkout, a copy or a touch does not
-// set off a build, and an edit reverted does not leave a stale one.
+//                  (the hash: scripts/inputs-hash.mjs)
 import { execFileSync, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { buildWeb } from './build-web.mjs';
+import { inputsHash } from './inputs-hash.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = path.join(ROOT, 'dist');
@@ -24,22 +22,6 @@ const BUILD_INFO = path.join(DIST, 'build-info.json');
 /** What tsc and esbuild read: the sources, their configuration, and the installed packages' versions. */
 const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json', 'web', 'client/src', 'tsconfig.web.json', 'scripts/build-web.mjs'];
 const ENTRY_POINTS = ['server.js', 'cli.js', 'seed.js', 'web/console/index.html', 'web/demo/index.html'];
-
-function listFiles(p) {
-  if (!existsSync(p)) return [];
-  if (!statSync(p).isDirectory()) return [p];
-  return readdirSync(p)
-    .sort()
-    .flatMap((name) => listFiles(path.join(p, name)));
-}
-
-export function inputsHash() {
-  const hash = createHash('sha256');
-  for (const file of INPUTS.flatMap((input) => listFiles(path.join(ROOT, input)))) {
-    hash.update(path.relative(ROOT, file)).update('\0').update(readFileSync(file)).update('\0');
-  }
-  return hash.digest('hex');
-}
 
 function currentCommit() {
   try {
@@ -59,7 +41,7 @@ function writeBuildInfo() {
 
 const ifChanged = process.argv.includes('--if-changed');
 const started = performance.now();
-const hash = inputsHash();
+const hash = inputsHash(INPUTS);
 const upToDate =
   existsSync(STAMP) && readFileSync(STAMP, 'utf8').trim() === hash && ENTRY_POINTS.every((f) => existsSync(path.join(DIST, f)));
 
