@@ -56,6 +56,8 @@ describe('a .env variable that no setting reads', () => {
     const proc = await spawnServer({ DATA_DIR: dataDir }, { cwd: dir });
     try {
       await proc.waitReady();
+      // The start's last lines come after the server answers (they name the address it listens on).
+      await proc.waitForOutput('First ADMIN created: env-file@example.com');
       const lines = proc.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string });
       const warnings = lines.filter((l) => l.level === 40).map((l) => l.msg);
       for (const warning of EXPECTED) assert.ok(warnings.includes(warning), `no warning "${warning}" in:\n${proc.output()}`);
