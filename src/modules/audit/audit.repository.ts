@@ -2,9 +2,9 @@
 // filters and search terms (q=), each backed by an index (actor, resource, action, timestamp;
 // migrations/0010_audit_search.sql for the search's: docs/audit-search.md).
 import { Params, where, type Condition } from '../../db/conditions.js';
-import type { Queryable } from '../../db/database.js';
-import { dynamicStatement, query, statements } from '../../db/statements.js';
-import type { AuditSearch, IpRef, ResourceRef, Terms, TimeRange } from './audit.search.js';
+import type { Queryable, Tx } from '../../db/database.js';
+import { dynamicStatement, query, send, statements } from '../../db/statements.js';
+import type { AuditSearch, BoundedRange, IpRef, ResourceRef, Terms, TimeRange } from './audit.search.js';
 
 export interface AuditRow {
   id: number;
@@ -62,6 +62,16 @@ const S = statements('audit', {
   personalData: 'SELECT ref, value FROM audit_personal_data WHERE ref = ANY ($1)',
   // Emails are stored lower-cased (docs/api.md 1); an email nobody holds now names nobody.
   usersByEmail: 'SELECT id, email FROM users WHERE email = ANY ($1::text[])',
+  // The id ceiling and the list under it read one snapshot (queryAuditLogUnderCeiling).
+  oneSnapshot: 'SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY',
+  // For the statement after it only: the records past the first guess are found through the
+  // BRIN's bitmap (migrations/0012), never by walking the primary key back from the newest id,
+  // reading the window through the timestamp index, or scanning the table; no parallel workers
+  // for a read of a few block ranges.
+  bitmapScansOnly: `SELECT set_config(name, CASE name WHEN 'max_parallel_workers_per_gather' THEN '0' ELSE 'off' END, true)
+   FROM pg_settings WHERE name IN ('enable_indexscan', 'enable_indexonlyscan', 'enable_seqscan', 'max_parallel_workers_per_gather')`,
+  everyScan: `SELECT set_config(name, reset_val, true)
+   FROM pg_settings WHERE name IN ('enable_indexscan', 'enable_indexonlyscan', 'enable_seqscan', 'max_parallel_workers_per_gather')`,
 });
 
 /**
@@ -174,8 +184,13 @@ export function searchConditions(s: ResolvedSearch, a = ''): Condition[] {
   ];
 }
 
-function listStatement(f: AuditFilters, beforeId: number | undefined, limit: number) {
-  const { clause, params, prepareAs } = where('audit_list', [...auditFilterConditions(f), [(p) => `id < ${p}`, beforeId]]);
+function listStatement(f: AuditFilters, beforeId: number | undefined, limit: number, ceiling?: number) {
+  const { clause, params, prepareAs } = where('audit_list', [
+    ...auditFilterConditions(f),
+    [(p) => `id < ${p}`, beforeId],
+    // No record above it matches (idCeiling): the walk back by id starts there.
+    [(p) => `id <= ${p}`, ceiling, 'plan per value'],
+  ]);
   params.push(limit + 1);
   return { text: `SELECT ${COLUMNS} FROM audit_log ${clause} ORDER BY id DESC LIMIT $${params.length}`, params, prepareAs };
 }
@@ -199,11 +214,77 @@ dynamicStatement('audit', 'list', {
     1,
     20,
   ).text,
+  'an old created window, under its id ceiling': listStatement({ search: { created: { any: [{ to: { at: 'x', inclusive: false } }], not: [] } } }, 1, 20, 1).text,
 });
 
-export function queryAuditLog(q: Queryable, f: AuditFilters, beforeId: number | undefined, limit: number): Promise<AuditRow[]> {
-  const s = listStatement(f, beforeId, limit);
+export function queryAuditLog(q: Queryable, f: AuditFilters, beforeId: number | undefined, limit: number, ceiling?: number): Promise<AuditRow[]> {
+  const s = listStatement(f, beforeId, limit, ceiling);
   return q.query<AuditRow>(s.text, s.params, { prepareAs: s.prepareAs });
+}
+
+/** SQL with its parameters numbered from $1, from fragments (each given its own placeholders). */
+function assembled(build: (sql: (f: Fragment) => string) => string): { text: string; params: unknown[] } {
+  const params: unknown[] = [];
+  const text = build((f) => f.sql(...f.values.map((v) => `$${params.push(v)}`)));
+  return { text, params };
+}
+
+/**
+ * The two questions whose answer is the highest id of any record inside the windows:
+ * - `newest`: each window's newest record by audit_log_timestamp_idx (a walk back from its
+ *   end, one entry each); the highest of their ids is a first guess, null when every window is
+ *   empty.
+ * - `beyond`: the highest id above that guess still inside a window, or null. Ids and
+ *   timestamps are nearly in the same order, not strictly (concurrent inserts interleave,
+ *   clocks step back), so such a record may exist anywhere in the table. The BRIN on
+ *   ("timestamp", id) (migrations/0012) keeps only the block ranges whose ids reach past the
+ *   guess and whose times overlap a window (and those not summarized yet), so an old window
+ *   reads the few ranges around its end and any range that holds a straggler. Sent after
+ *   bitmapScansOnly: without it PostgreSQL reads the whole window through the timestamp index.
+ */
+function ceilingStatements(windows: BoundedRange[]) {
+  const window = (w: BoundedRange) => createdFragment('', w);
+  return {
+    newest: assembled((sql) => `SELECT greatest(${windows.map((w) => `(SELECT id FROM audit_log WHERE ${sql(window(w))} ORDER BY "timestamp" DESC LIMIT 1)`).join(', ')}) AS id`),
+    beyond: (guess: number) =>
+      assembled((sql) => `SELECT max(id) AS id FROM audit_log WHERE (${sql(anyOf(windows.map(window)))}) AND ${sql(fragment((p) => `id > ${p}`, guess))}`),
+  };
+}
+
+const EXAMPLE_WINDOWS: BoundedRange[] = [{ to: { at: 'x', inclusive: false } }, { from: { at: 'x', inclusive: true }, to: { at: 'x', inclusive: true } }];
+dynamicStatement('audit', 'idCeiling', {
+  'newest in the windows': ceilingStatements(EXAMPLE_WINDOWS).newest.text,
+  'any higher id in the windows': ceilingStatements(EXAMPLE_WINDOWS).beyond(1).text,
+});
+
+type Id = { id: number | null };
+
+/**
+ * The highest id of the records inside the windows (null: there is none), exactly: a record
+ * above it is in none of them. See ceilingStatements.
+ */
+export async function idCeiling(tx: Tx, windows: BoundedRange[]): Promise<number | null> {
+  const s = ceilingStatements(windows);
+  const guess = (await tx.query<Id>(s.newest.text, s.newest.params))[0]?.id ?? null;
+  if (guess === null) return null;
+  const beyond = s.beyond(guess);
+  send(tx, S.bitmapScansOnly);
+  const higher = (await tx.query<Id>(beyond.text, beyond.params))[0]?.id ?? null;
+  send(tx, S.everyScan);
+  return higher === null ? guess : Math.max(guess, higher);
+}
+
+/**
+ * The list (queryAuditLog) of a search whose records all lie in `windows`, with the windows'
+ * id ceiling as one more condition: it changes no result, and the walk back by id starts at
+ * the windows' end instead of the newest record (80-190 ms on a million records for a window
+ * months old, without it). Runs in `tx`, a transaction of its own: the ceiling and the list
+ * read one snapshot, so a record committed in between cannot be above the ceiling and missed.
+ */
+export async function queryAuditLogUnderCeiling(tx: Tx, f: AuditFilters, windows: BoundedRange[], beforeId: number | undefined, limit: number): Promise<AuditRow[]> {
+  send(tx, S.oneSnapshot);
+  const ceiling = await idCeiling(tx, windows);
+  return ceiling === null ? [] : queryAuditLog(tx, f, beforeId, limit, ceiling);
 }
 
 export const findAuditRecord = async (q: Queryable, id: number) => (await query<AuditRow>(q, S.find, [id]))[0];

@@ -48,6 +48,8 @@ export interface TimeRange {
   from?: TimeBound;
   to?: TimeBound;
 }
+/** A window with an upper bound: the only kind whose records have an id ceiling. */
+export type BoundedRange = TimeRange & { to: TimeBound };
 
 export interface AuditSearch {
   action?: Terms<string>;
@@ -299,4 +301,18 @@ export function parseAuditSearch(q: string): SearchParse {
     if (err instanceof Refusal) return { ok: false, detail: err.message };
     throw err;
   }
+}
+
+/**
+ * The windows that hold every record a search can match, when each has an upper bound: the
+ * created: alternatives (a record matches one of them, whatever else the search asks). Their
+ * highest id is a ceiling the list can start its walk from (docs/audit-search.md, "Old created
+ * windows"). None without a created: alternative, or when one is open above (`created:>=D`
+ * reaches the newest records: nothing to skip). Negated terms only take records away, so they
+ * neither give nor remove a ceiling.
+ */
+export function windowsBoundedAbove(created: Terms<TimeRange> | undefined): BoundedRange[] | undefined {
+  if (!created || created.any.length === 0) return undefined;
+  const bounded = created.any.filter((r): r is BoundedRange => r.to !== undefined);
+  return bounded.length === created.any.length ? bounded : undefined;
 }

@@ -2,17 +2,17 @@
 // only as references (audit.writer.ts); reading puts the values back, or "[redacted]" once
 // they were erased.
 import type { Actor, ActorContext, RequestContext } from '../../context.js';
-import type { Queryable } from '../../db/database.js';
+import type { Database, Queryable } from '../../db/database.js';
 import type { Deps } from '../../deps.js';
 import { invalidQuery, notFound } from '../../domain/errors.js';
 import { useCase } from '../../use-cases/runner.js';
 import { pageOf, type Page, type PageRequest } from '../../domain/page.js';
 import { PERSONAL_MARKER, personalRefOf } from './audit.writer.js';
 import {
-  findAuditRecord, findPersonalData, findUsersByEmail, queryAuditLog, querySecurityLog,
+  findAuditRecord, findPersonalData, findUsersByEmail, queryAuditLog, queryAuditLogUnderCeiling, querySecurityLog,
   type AuditFilters, type AuditRow, type ResolvedSearch,
 } from './audit.repository.js';
-import { parseAuditSearch, type AuditSearch } from './audit.search.js';
+import { parseAuditSearch, windowsBoundedAbove, type AuditSearch } from './audit.search.js';
 
 export const REDACTED = '[redacted]';
 
@@ -55,6 +55,18 @@ export async function resolveSearch(q: Queryable, filters: AuditFilters): Promis
   return { ...filters, search: resolved };
 }
 
+/**
+ * A page of the list of records matching resolved filters (resolveSearch), newest first by id.
+ * When the search's created: windows are all bounded above, the page is read under their id
+ * ceiling, in a read-only transaction of its own planned for its values (audit.repository.ts,
+ * queryAuditLogUnderCeiling): a window months old no longer walks every newer record.
+ */
+export function listAuditLog(db: Database, f: AuditFilters, beforeId: number | undefined, limit: number): Promise<AuditRow[]> {
+  const windows = windowsBoundedAbove(f.search?.created);
+  if (!windows) return queryAuditLog(db, f, beforeId, limit);
+  return db.transaction((tx) => queryAuditLogUnderCeiling(tx, f, windows, beforeId, limit), { planEachStatement: true });
+}
+
 const EXPORT = useCase('audit.export', ['EXPORT_AUDIT_LOG']);
 
 export function createAuditService(deps: Deps) {
@@ -64,7 +76,7 @@ export function createAuditService(deps: Deps) {
 
   return {
     async search(filters: AuditFilters, page: PageRequest): Promise<Page<AuditRow>> {
-      return resolvedPage(pageOf(await queryAuditLog(db, await resolveSearch(db, filters), page.after, page.limit), page));
+      return resolvedPage(pageOf(await listAuditLog(db, await resolveSearch(db, filters), page.after, page.limit), page));
     },
 
     /** An export is itself audited (docs/api.md 4): one EXPORT_AUDIT_LOG record, written before the first line. */

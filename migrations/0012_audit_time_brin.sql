@@ -1,0 +1,19 @@
+-- The id ceiling of an old created: window in audit search (docs/audit-search.md, "Old created
+-- windows"). The list walks the primary key back from the newest id; for a window far in the
+-- past it walked every newer record first. The service now finds the highest id inside the
+-- window and starts the walk there: the window's newest record by audit_log_timestamp_idx, then
+-- any record with a higher id still inside the window (ids and timestamps are nearly, not
+-- strictly, in the same order: concurrent inserts interleave, clocks step back). That second
+-- question is this index's: a block range is read only when its id range reaches past the first
+-- answer and its time range overlaps the window.
+--
+-- minmax on both columns, so each range is kept or skipped on both at once. pages_per_range 32
+-- (about 1,400 records): a kept range costs 32 heap pages to recheck (the default 128 read four
+-- times as many for the same answer), and a range filled by inserts asks autovacuum for its
+-- summary (autosummarize) once per 32 pages, few enough that its queue of such requests does not
+-- overflow at the write rates of docs/performance.md. A range not yet summarized is always read,
+-- so without autovacuum (or on PGlite) the ceiling's cost grows with the records written since
+-- the last VACUUM. An insert into an unsummarized range (where new records go) writes no WAL
+-- for this index; only the range left partly filled when the index is built is widened by the
+-- inserts that finish it.
+CREATE INDEX audit_log_time_brin ON audit_log USING brin ("timestamp", id) WITH (pages_per_range = 32, autosummarize = on);
