@@ -5,9 +5,13 @@
 // data and the bare app on a database of its own (two tables, primary keys only), and runs
 // autocannon scenarios (warm-up, then 10 s at 50 connections) against them. The write
 // scenarios also get what a request writes (WAL, tuples, index entries: bench/write-cost.mjs).
+// Then audit search (GET /audit-logs?q=, bench/search.mjs): each single-key query at one
+// connection on a database of its own, a million records spread over a year (this seed's are
+// written within seconds, on which time windows would select all or nothing).
 // Then the same scenarios against embedded PGlite (a smaller seed: WASM seeding is slow).
 // Writes bench/results/latest.md and one JSON line per scenario to bench/results/latest.jsonl.
-// Timings are reported, never asserted.
+// `--only search` runs the search part alone and writes bench/results/search.md (search-quick.md
+// with --quick: 100,000 records, 50 requests a query). Timings are reported, never asserted.
 import { execSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -17,6 +21,7 @@ import pg from 'pg';
 import { auditEvidenceBench, auditEvidenceMarkdown, waitSealed, waitSealedHttp } from './audit-evidence.mjs';
 import { cpuMeter as meterCpu } from './cpu.mjs';
 import { login, rssSampler, startProcess, stop, withClient } from './lib.mjs';
+import { explainSearch, measureSearch, searchQueries, searchTable, seedSearchDatabase } from './search.mjs';
 import { installWalInspect, writeCost, writeCostText, writeCounters } from './write-cost.mjs';
 
 const args = process.argv.slice(2);
@@ -29,6 +34,8 @@ const PG_BASE = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1
 const DB_NAME = 'teamlog_bench';
 // The bare app's database (bench/baseline/bare.mjs): its two tables and nothing else.
 const BARE_DB_NAME = 'teamlog_bench_bare';
+// Audit search's database (bench/search.mjs's seed): records spread over a year.
+const SEARCH_DB_NAME = 'teamlog_bench_search';
 // What the settle vacuums: every table the measured requests, the sealer and the relay write.
 const TEAMLOG_TABLES = 'tasks, audit_log, notifications, outbox, outbox_batches, audit_seal_batches, audit_tiles';
 const BARE_TABLES = 'tasks, audit_log';
@@ -51,6 +58,7 @@ const VOLUME = QUICK
   ? { users: 1000, tasks: 20_000, audit: 100_000 }
   : { users: 1000, tasks: 100_000, audit: 1_000_000 };
 const EMBEDDED_VOLUME = { users: 1000, tasks: 20_000, audit: 100_000 };
+const SEARCH = QUICK ? { records: 100_000, runs: 50 } : { records: 1_000_000, runs: 200 };
 const PASSWORD = 'bench-password-1';
 const ADMIN = { email: 'bench-admin@bench.local', password: 'bench-admin-password' };
 const JWT_SECRET = 'bench-secret-'.padEnd(48, 'x');
@@ -410,6 +418,46 @@ async function explainAuditQuery(actorIds) {
   return { median: times[Math.floor(times.length / 2)], max: times[times.length - 1], runs: times.length };
 }
 
+/**
+ * Audit search (bench/search.mjs): seeds its database, starts Teamlog from dist/ on it with
+ * sealing off (the queries read; sealing the seed would run beside them), and measures each
+ * single-key query over HTTP at one connection, then PostgreSQL's own time for it.
+ */
+async function searchBench(serverEnv) {
+  const url = dbUrl(SEARCH_DB_NAME);
+  const { migratePostgres } = await import(path.join(ROOT, 'dist/db/migrate.js'));
+  log(`audit search: seeding ${SEARCH.records.toLocaleString('en')} records over a year…`);
+  await seedSearchDatabase(url, SEARCH.records, migratePostgres, log);
+  const qs = await searchQueries(url);
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-bench-search-'));
+  let child;
+  try {
+    child = await startServer('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATABASE_URL: url, DATA_DIR: dataDir, AUDIT_SEALING: 'off' }, 3405);
+    const base = 'http://127.0.0.1:3405';
+    log(`audit search: ${qs.length} queries, ${SEARCH.runs} requests each at one connection…`);
+    const rows = await measureSearch(base, await login(base, ADMIN.email, ADMIN.password), qs, SEARCH.runs);
+    const explained = await explainSearch(url, qs, path.join(ROOT, 'dist'), 'js');
+    return { records: SEARCH.records, runs: SEARCH.runs, rows: rows.map((r) => ({ ...r, ...explained.get(r.q) })), table: searchTable(rows, explained) };
+  } finally {
+    await stop(child);
+    rmSync(dataDir, { recursive: true, force: true });
+    await dropDatabases(SEARCH_DB_NAME);
+  }
+}
+
+const searchTarget = () => `each single-key q= query p99 < 10 ms (${SEARCH.records.toLocaleString('en')} records, 1 connection)`;
+
+function searchMarkdown(search) {
+  return [
+    `### Audit search (\`q=\`, ${search.records.toLocaleString('en')} records over a year, ${search.runs} requests a query at one connection)`,
+    '',
+    'HTTP p50 and p99 of `GET /api/v1/audit-logs?limit=20&q=…` (first page), one request at a time; PostgreSQL\'s own time is the sum over the statements the route runs for the query (the id ceiling\'s lookups, then the list: docs/audit-search.md), EXPLAIN ANALYZE, median of five.',
+    '',
+    search.table,
+    '',
+  ].join('\n');
+}
+
 // ── report ─────────────────────────────────────────────────────────────────────────────
 const num = (n) => (n === undefined || n === null ? '—' : typeof n === 'number' ? (Number.isInteger(n) ? String(n) : n.toFixed(1)) : n);
 const times = (ratio) => (ratio ? `${ratio.toFixed(2)}×` : '—');
@@ -478,7 +526,7 @@ function writeCostNotes(rows) {
  * The issue's targets, judged on the server-mode rows. The audit p99 is the single-connection
  * run's: at 50 connections on two cores a p99 measures the queue, not the query.
  */
-function evaluateTargets(results, explain) {
+function evaluateTargets(results, explain, search) {
   const pgRows = results.filter((r) => r.mode === 'postgres');
   const row = (name) => pgRows.find((r) => r.scenario === name);
   const ratio = (name) => row(name)?.ratio ?? null;
@@ -494,6 +542,7 @@ function evaluateTargets(results, explain) {
     t(`audit query p99 < 10 ms (${VOLUME.audit.toLocaleString('en')} records, 1 connection)`, auditOne?.teamlog.p99 ?? null, (v) => v < 10, ' ms'),
     t('audit query in PostgreSQL (EXPLAIN ANALYZE, max of 20 actors) < 10 ms', explain.max, (v) => v < 10, ' ms'),
     t('server RSS < 300 MB throughout (server mode, every scenario)', peakRss, (v) => v < 300, ' MB'),
+    t(searchTarget(), search ? Math.max(...search.rows.map((r) => r.p99)) : null, (v) => v < 10, ' ms'),
   ];
 }
 
@@ -529,6 +578,8 @@ async function main() {
     // The benchmark logs in once and works for longer than the default 15 minutes of a token.
     ACCESS_TOKEN_TTL: '14400',
   };
+
+  if (ONLY === 'search') return searchOnly(serverEnv);
 
   log(`seeding PostgreSQL: ${VOLUME.users} users, ${VOLUME.tasks} tasks, ${VOLUME.audit} audit records…`);
   const t0 = Date.now();
@@ -571,6 +622,7 @@ async function main() {
   }
   const explain = await explainAuditQuery(ctxPg.actorIds);
   log(`EXPLAIN ANALYZE of the audit query: median ${explain.median.toFixed(2)} ms, max ${explain.max.toFixed(2)} ms (${explain.runs} actors)`);
+  const search = ONLY ? undefined : await searchBench(serverEnv);
 
   if (EMBEDDED) {
     const dir = mkdtempSync(path.join(tmpdir(), 'teamlog-bench-pglite-'));
@@ -591,7 +643,7 @@ async function main() {
 
   await dropDatabases(DB_NAME, BARE_DB_NAME);
 
-  const targets = evaluateTargets(results, explain);
+  const targets = evaluateTargets(results, explain, search);
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${execSync('psql --version').toString().trim()}`;
   const pgRows = results.filter((r) => r.mode === 'postgres');
   const liteRows = results.filter((r) => r.mode === 'pglite');
@@ -623,6 +675,7 @@ async function main() {
     '',
     `The audit query itself (EXPLAIN ANALYZE of the route's SQL, 20 actors, ${VOLUME.audit.toLocaleString('en')} records): median ${explain.median.toFixed(2)} ms, max ${explain.max.toFixed(2)} ms.`,
     '',
+    ...(search ? [searchMarkdown(search)] : []),
     ...(evidence ? [auditEvidenceMarkdown(evidence, sealingAtStart)] : []),
     ...(liteRows.length
       ? [`## Embedded mode: PGlite (${EMBEDDED_VOLUME.tasks.toLocaleString('en')} tasks, ${EMBEDDED_VOLUME.audit.toLocaleString('en')} audit records)`, '', table(liteRows), '']
@@ -632,10 +685,28 @@ async function main() {
   ].join('\n');
   const outDir = path.join(ROOT, 'bench/results');
   writeFileSync(path.join(outDir, QUICK ? 'quick.md' : 'latest.md'), md);
-  writeFileSync(path.join(outDir, QUICK ? 'quick.jsonl' : 'latest.jsonl'), [...results, ...(evidence ? [{ audit_evidence: { ...evidence, sealing_at_start: sealingAtStart } }] : []), { targets }].map((r) => JSON.stringify(r)).join('\n') + '\n');
+  writeFileSync(path.join(outDir, QUICK ? 'quick.jsonl' : 'latest.jsonl'), [...results, ...(evidence ? [{ audit_evidence: { ...evidence, sealing_at_start: sealingAtStart } }] : []), ...(search ? [{ audit_search: search.rows }] : []), { targets }].map((r) => JSON.stringify(r)).join('\n') + '\n');
   process.stdout.write(`${md}\n`);
   for (const r of results) process.stdout.write(`${JSON.stringify(r)}\n`);
   process.stdout.write(`${JSON.stringify({ targets })}\n`);
+}
+
+/** `--only search`: the search part alone, written to bench/results/search.md (search-quick.md), not over latest.md. */
+async function searchOnly(serverEnv) {
+  const search = await searchBench(serverEnv);
+  const p99 = Math.max(...search.rows.map((r) => r.p99));
+  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${execSync('psql --version').toString().trim()}`;
+  const md = [
+    `# Benchmark results: audit search only${QUICK ? ' (quick)' : ''}`,
+    '',
+    `Machine: ${machine}. \`npm run bench -- --only search${QUICK ? ' --quick' : ''}\`; the full run has the same section in latest.md.`,
+    '',
+    searchMarkdown(search),
+    targetTable([{ target: searchTarget(), value: p99, unit: ' ms', met: p99 < 10 }]),
+    '',
+  ].join('\n');
+  writeFileSync(path.join(ROOT, 'bench/results', QUICK ? 'search-quick.md' : 'search.md'), md);
+  process.stdout.write(`${md}\n`);
 }
 
 main().catch((err) => {

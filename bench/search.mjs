@@ -1,6 +1,7 @@
 // Audit search (GET /audit-logs?q=, docs/audit-search.md): p50 and p99 of each single-key
 // query at one connection, on a database of a million records, and PostgreSQL's own execution
-// time (EXPLAIN ANALYZE of the statement the route runs). Not part of `npm run bench`.
+// time (EXPLAIN ANALYZE of the statements the route runs). `npm run bench` runs it too (bench/run.mjs,
+// `--only search` for this part alone), from dist/ on a database of its own.
 //
 //   node --import tsx bench/search.mjs --seed            seed DATABASE_URL (created, or dropped
 //                                                        and made again), then measure
@@ -19,6 +20,7 @@
 // per record, timestamps rising with ids over 365 days.
 import { performance } from 'node:perf_hooks';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { login, startProcess, stop, withClient } from './lib.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -31,23 +33,26 @@ const PORT = 3431;
 const ADMIN = { email: process.env.BENCH_ADMIN_EMAIL ?? 'search-admin@bench.local', password: process.env.BENCH_ADMIN_PASSWORD ?? 'search-admin-password' };
 const log = (msg) => process.stderr.write(`${msg}\n`);
 
-async function seed() {
-  const target = new URL(DB_URL);
+/**
+ * Creates (or drops and makes again) the database at `url`, migrates it with `migrate` (src/'s
+ * or dist/'s migratePostgres), and seeds `records` audit records over a year.
+ */
+export async function seedSearchDatabase(url, records, migrate, log = () => {}) {
+  const target = new URL(url);
   const name = target.pathname.slice(1);
   if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`database name ${name}: letters, digits and _ only`);
-  await withClient(Object.assign(new URL(DB_URL), { pathname: '/postgres' }).toString(), async (admin) => {
+  await withClient(Object.assign(new URL(url), { pathname: '/postgres' }).toString(), async (admin) => {
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.query(`CREATE DATABASE ${name}`);
   });
-  const { migratePostgres } = await import(path.join(ROOT, 'src/db/migrate.ts'));
-  await migratePostgres(DB_URL);
-  await withClient(DB_URL, async (c) => {
+  await migrate(url);
+  await withClient(url, async (c) => {
     await c.query(`INSERT INTO users (email, name, password_hash, role)
       SELECT 'search' || g || '@bench.local', 'Search User ' || g, 'x', 'USER' FROM generate_series(1, 1000) g`);
     // The stamping trigger sets the timestamp to now: off for the seed (replica role), which writes a year.
     await c.query('SET session_replication_role = replica');
-    for (let done = 0; done < RECORDS; done += 200_000) {
-      const n = Math.min(200_000, RECORDS - done);
+    for (let done = 0; done < records; done += 200_000) {
+      const n = Math.min(200_000, records - done);
       await c.query(
         `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id)
          SELECT CASE WHEN r1 < 0.03 THEN NULL ELSE u.ids[1 + floor(power(r2, 2) * 1000)::int] END,
@@ -68,7 +73,7 @@ async function seed() {
                            FROM (SELECT CASE WHEN s.r9 < 0.40 THEN 1 WHEN s.r9 < 0.65 THEN 2 WHEN s.r9 < 0.75 THEN 3 WHEN s.r9 < 0.90 THEN 4 WHEN s.r9 < 0.93 THEN 5
                                              WHEN s.r9 < 0.96 THEN 6 WHEN s.r9 < 0.98 THEN 7 WHEN s.r9 < 0.99 THEN 8 WHEN s.r9 < 0.9985 THEN 9 WHEN s.r9 < 0.9999 THEN 10 ELSE 11 END AS i) k) a,
                 (SELECT array_agg(id ORDER BY id) AS ids FROM users) u`,
-        [done, n, RECORDS],
+        [done, n, records],
       );
       log(`seeded ${done + n} records`);
     }
@@ -79,8 +84,8 @@ async function seed() {
 }
 
 /** Values to search for, taken from the data so that each query is one an investigator would type. */
-async function queries() {
-  return withClient(DB_URL, async (c) => {
+export async function searchQueries(url) {
+  return withClient(url, async (c) => {
     const one = async (sql) => (await c.query(sql)).rows[0];
     const busy = await one('SELECT actor_id AS id, count(*)::int AS n FROM audit_log WHERE actor_id IS NOT NULL GROUP BY 1 ORDER BY 2 DESC LIMIT 1');
     const quiet = await one('SELECT actor_id AS id, count(*)::int AS n FROM audit_log WHERE actor_id IS NOT NULL GROUP BY 1 ORDER BY 2 LIMIT 1');
@@ -115,6 +120,9 @@ async function queries() {
       `created:<${day(span.first, 30)}`,
       `created:<=${day(span.first, 180)}`,
       `created:${day(span.first, 100)}..${day(span.first, 130)}`,
+      // Two windows (the higher of their ceilings), and one that ends yesterday (a ceiling that skips little).
+      `created:${day(span.first, 60)}..${day(span.first, 61)} created:${day(span.first, 200)}..${day(span.first, 230)}`,
+      `created:<${day(span.last, -1)}`,
     ];
   });
 }
@@ -129,44 +137,115 @@ const startServer = () =>
 
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 
-/** PostgreSQL's execution time of the statement the route runs, from EXPLAIN ANALYZE (median of 5). */
-async function explainTimes(qs) {
-  const { queryAuditLog } = await import(path.join(ROOT, 'src/modules/audit/audit.repository.ts'));
-  const { resolveSearch } = await import(path.join(ROOT, 'src/modules/audit/audit.service.ts'));
-  return withClient(DB_URL, async (c) => {
+/**
+ * PostgreSQL's time for each query, from EXPLAIN ANALYZE (median of 5) of every statement the
+ * route runs for it (audit.service.ts, listAuditLog: the id ceiling's lookups, then the list),
+ * summed, with the indexes each read. `modules` is src/ (with tsx) or dist/, and `ext` its files'.
+ */
+export async function explainSearch(url, qs, modules = path.join(ROOT, 'src'), ext = 'ts') {
+  const { listAuditLog, resolveSearch } = await import(path.join(modules, `modules/audit/audit.service.${ext}`));
+  return withClient(url, async (c) => {
     await c.query("SET plan_cache_mode = 'force_custom_plan'; SET jit = off");
-    const db = { query: async (sql, params) => (await c.query(sql, params)).rows };
+    const plain = { query: async (sql, params) => (await c.query(sql, params)).rows };
     const out = new Map();
     for (const q of qs) {
-      const filters = await resolveSearch(db, { q });
-      const times = [];
-      let plan;
+      const filters = await resolveSearch(plain, { q });
+      const runs = [];
       for (let i = 0; i < 5; i++) {
-        const rows = await queryAuditLog({ query: async (sql, params) => (await c.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params)).rows }, filters, undefined, 20);
-        const p = rows[0]['QUERY PLAN'][0];
-        times.push(p['Execution Time'] + p['Planning Time']);
-        plan = p.Plan;
+        const run = { ms: 0, plans: [] };
+        // Each SELECT is EXPLAINed, then run for the answer the next statement needs; what the
+        // service sends without reading (the snapshot, the settings) goes as it is, in order.
+        const explaining = {
+          query: async (sql, params) => {
+            if (!sql.startsWith('SELECT') || sql.includes('set_config')) return (await c.query(sql, params)).rows;
+            const p = (await c.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params)).rows[0]['QUERY PLAN'][0];
+            run.ms += p['Execution Time'] + p['Planning Time'];
+            run.plans.push(p.Plan);
+            return (await c.query(sql, params)).rows;
+          },
+        };
+        const db = {
+          ...explaining,
+          transaction: async (fn) => {
+            await c.query('BEGIN');
+            let sent = Promise.resolve();
+            try {
+              const tx = {
+                query: async (sql, params) => (await sent, explaining.query(sql, params)),
+                send: (sql, params) => void (sent = sent.then(() => c.query(sql, params))),
+                afterCommit: () => {},
+              };
+              const result = await fn(tx);
+              await sent;
+              await c.query('COMMIT');
+              return result;
+            } catch (err) {
+              await c.query('ROLLBACK');
+              throw err;
+            }
+          },
+        };
+        await listAuditLog(db, filters, undefined, 20);
+        runs.push(run);
       }
-      times.sort((a, b) => a - b);
-      const nodes = [];
-      const walk = (n) => {
-        if (n['Index Name']) nodes.push(`${n['Node Type']} ${n['Index Name']}`);
-        else if (n['Node Type'] === 'Seq Scan') nodes.push('Seq Scan');
-        for (const child of n.Plans ?? []) walk(child);
+      runs.sort((a, b) => a.ms - b.ms);
+      const median = runs[2];
+      const scans = (plan) => {
+        const nodes = [];
+        const walk = (n) => {
+          if (n['Index Name']) nodes.push(`${n['Node Type']} ${n['Index Name']}`);
+          else if (n['Node Type'] === 'Seq Scan') nodes.push('Seq Scan');
+          for (const child of n.Plans ?? []) walk(child);
+        };
+        walk(plan);
+        return nodes.join(' + ') || plan['Node Type'];
       };
-      walk(plan);
-      out.set(q, { ms: times[2], plan: nodes.join(' + ') || plan['Node Type'] });
+      out.set(q, { ms: median.ms, plan: median.plans.map(scans).join(' → ') });
     }
     return out;
   });
 }
 
+/**
+ * p50 and p99 of each query over HTTP, `runs` requests one at a time on one connection (fetch
+ * keeps it alive), after ten that warm up; with the rows the first page returned.
+ */
+export async function measureSearch(base, token, qs, runs) {
+  const rows = [];
+  for (const q of qs) {
+    const url = `${base}/api/v1/audit-logs?limit=20&q=${encodeURIComponent(q)}`;
+    const times = [];
+    let count = 0;
+    for (let i = 0; i < runs + 10; i++) {
+      const t0 = performance.now();
+      const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+      const body = await res.json();
+      if (res.status !== 200) throw new Error(`${q}: ${res.status} ${JSON.stringify(body)}`);
+      if (i >= 10) times.push(performance.now() - t0);
+      count = body.data.length;
+    }
+    times.sort((a, b) => a - b);
+    rows.push({ q, rows: count, p50: percentile(times, 50), p99: percentile(times, 99) });
+  }
+  return rows;
+}
+
+/** The Markdown table of measureSearch's rows beside explainSearch's figures. */
+export function searchTable(rows, explained) {
+  return [
+    '| query | rows | HTTP p50 ms | HTTP p99 ms | PostgreSQL ms (plan + execution, median of 5) | plan |',
+    '| --- | ---: | ---: | ---: | ---: | --- |',
+    ...rows.map((r) => `| \`${r.q}\` | ${r.rows} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${explained.get(r.q).ms.toFixed(2)} | ${explained.get(r.q).plan} |`),
+  ].join('\n');
+}
+
 async function main() {
   if (args.includes('--seed')) {
     log(`seeding ${RECORDS.toLocaleString('en')} records into ${DB_URL}…`);
-    await seed();
+    const { migratePostgres } = await import(path.join(ROOT, 'src/db/migrate.ts'));
+    await seedSearchDatabase(DB_URL, RECORDS, migratePostgres, log);
   }
-  const qs = await queries();
+  const qs = await searchQueries(DB_URL);
   let child;
   let base = opt('url');
   if (!base) {
@@ -175,30 +254,12 @@ async function main() {
   }
   try {
     const token = await login(base, ADMIN.email, ADMIN.password);
-    const rows = [];
-    for (const q of qs) {
-      const url = `${base}/api/v1/audit-logs?limit=20&q=${encodeURIComponent(q)}`;
-      const times = [];
-      let count = 0;
-      // One connection (fetch keeps it alive), one request at a time; the first ten warm up.
-      for (let i = 0; i < RUNS + 10; i++) {
-        const t0 = performance.now();
-        const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
-        const body = await res.json();
-        if (res.status !== 200) throw new Error(`${q}: ${res.status} ${JSON.stringify(body)}`);
-        if (i >= 10) times.push(performance.now() - t0);
-        count = body.data.length;
-      }
-      times.sort((a, b) => a - b);
-      rows.push({ q, rows: count, p50: percentile(times, 50), p99: percentile(times, 99) });
-    }
-    const explained = await explainTimes(qs);
+    const rows = await measureSearch(base, token, qs, RUNS);
+    const explained = await explainSearch(DB_URL, qs);
     const lines = [
       `Audit search, ${RUNS} requests per query at one connection (limit=20, first page), on ${DB_URL.replace(/\/\/[^@]*@/, '//')}`,
       '',
-      '| query | rows | HTTP p50 ms | HTTP p99 ms | PostgreSQL ms (plan + execution, median of 5) | plan |',
-      '| --- | ---: | ---: | ---: | ---: | --- |',
-      ...rows.map((r) => `| \`${r.q}\` | ${r.rows} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${explained.get(r.q).ms.toFixed(2)} | ${explained.get(r.q).plan} |`),
+      searchTable(rows, explained),
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
   } finally {
@@ -206,4 +267,5 @@ async function main() {
   }
 }
 
-await main();
+// Run as a script (not when bench/run.mjs imports it).
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await main();
