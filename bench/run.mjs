@@ -10,8 +10,9 @@
 // written within seconds, on which time windows would select all or nothing).
 // Then the same scenarios against embedded PGlite (a smaller seed: WASM seeding is slow).
 // Writes bench/results/latest.md and one JSON line per scenario to bench/results/latest.jsonl.
-// `--only search` runs the search part alone and writes bench/results/search.md (search-quick.md
-// with --quick: 100,000 records, 50 requests a query). Timings are reported, never asserted.
+// `--only search` runs the search part alone and writes it to a report of its own in
+// bench/results/, not over latest.md (with --quick: 100,000 records, 50 requests a query).
+// Timings are reported, never asserted.
 import { execSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -691,7 +692,7 @@ async function main() {
   process.stdout.write(`${JSON.stringify({ targets })}\n`);
 }
 
-/** `--only search`: the search part alone, written to bench/results/search.md (search-quick.md), not over latest.md. */
+/** `--only search`: the search part alone, in a report of its own (search, or search-quick with --quick), not over latest.md. */
 async function searchOnly(serverEnv) {
   const search = await searchBench(serverEnv);
   const p99 = Math.max(...search.rows.map((r) => r.p99));
