@@ -20,7 +20,7 @@
 #                   instance's DATA_DIR and log
 #   ADMIN_EMAIL     default admin@teamlog.local: the first ADMIN (its password is in shared.env)
 #   TEAMLOG_LOGIN   default teamlog: the login the instances use
-#   (SERVER_JS, CLI_JS and NODE_ARGS point at other entries: the tests run the sources with tsx)
+#   (SERVER_JS, CLI_JS and NODE_ARGS point at other entries: the tests run their own build of them: test/helpers/paths.ts)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

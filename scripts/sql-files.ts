@@ -18,9 +18,12 @@ function declaringFiles(dir = path.join(ROOT, 'src')): string[] {
   });
 }
 
+/** Run compiled (scripts/build-tests.mjs), the sources are imported as their .js beside them. */
+const COMPILED = import.meta.url.endsWith('.js');
+
 /** The SQL files' contents, by file name. */
 export async function renderSqlFiles(): Promise<Map<string, string>> {
-  for (const file of declaringFiles()) await import(pathToFileURL(file).href);
+  for (const file of declaringFiles()) await import(pathToFileURL(COMPILED ? file.replace(/\.ts$/, '.js') : file).href);
   const byRepository = new Map<string, string[]>();
   for (const [name, { text, mode }] of [...declaredStatements()].sort(([a], [b]) => a.localeCompare(b))) {
     const repository = name.slice(0, name.indexOf('.'));

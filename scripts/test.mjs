@@ -6,6 +6,11 @@
 // it are skipped (under CI=true, a failure too: they are the several-instances guarantees); the
 // summary says so plainly. A developer may still run `npm run test:pglite` on purpose. A test that takes more than 60 s fails the run, as
 // does a cancelled one (cut short when its file ran out of time) and a failed one.
+// The suite runs compiled (scripts/build-tests.mjs: every process it starts loads JavaScript,
+// not TypeScript through tsx) and with V8's baseline WebAssembly compiler only (--liftoff-only:
+// each PGlite starts a second sooner than when V8 also optimizes its 9 MB of WebAssembly, and
+// the suite's queries are too few to repay that), each cutting the CPU a PGlite test file takes
+// by about a fifth on the 2-core VM.
 //   --only pglite|postgres   run one pass
 //   --no-checks              skip typecheck and lint
 //   --require-postgres       fail, before running anything, when no PostgreSQL answers (.ci/run;
@@ -18,6 +23,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
+import { buildTests } from './build-tests.mjs';
 
 /**
  * The most one test may take on the 2-core development VM. Held after the fact, from each test's
@@ -52,6 +58,15 @@ const named = args.filter((a, i) => !a.startsWith('--') && args[i - 1] !== '--on
 const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PG_SHOWN = PG_URL.replace(/\/\/[^@]*@/, '//');
+/** The compiled mirror the passes run from (scripts/build-tests.mjs), removed at the end. */
+const BUILD = path.join(tmpdir(), `teamlog-tests-${process.pid}`);
+/** Node's options for every test process (and, through test/helpers/paths.ts, the processes they start). */
+const NODE_OPTIONS = ['--liftoff-only', '--enable-source-maps'];
+/** Test files run at once in a pass (TEST_CONCURRENCY overrides). */
+const CONCURRENCY = Number(process.env.TEST_CONCURRENCY || 2);
+/** A test file's compiled form in the mirror, and back: runs are shown by their TypeScript names. */
+const compiledFile = (file) => path.join(BUILD, file.replace(/\.ts$/, '.js'));
+const sourceFile = (file) => (file.startsWith(BUILD) ? path.relative(BUILD, file).replace(/\.js$/, '.ts') : path.relative(process.cwd(), file));
 
 function findTests(dir) {
   return readdirSync(dir).flatMap((name) => {
@@ -62,12 +77,23 @@ function findTests(dir) {
   });
 }
 
-function step(title, cmd, cmdArgs) {
-  console.log(`\n▶ ${title}`);
-  const r = spawnSync(cmd, cmdArgs, { stdio: 'inherit' });
-  if (r.status !== 0) {
-    console.log(`✖ ${title} failed`);
-    process.exit(r.status ?? 1);
+/** Runs the checks side by side (each is one thread), then prints each one's output in turn; exits on the first that failed. */
+async function checksSideBySide(checks) {
+  const runs = checks.map(({ title, args }) => new Promise((resolve) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    child.on('close', (code) => resolve({ title, code, output }));
+  }));
+  const results = await Promise.all(runs);
+  for (const { title, code, output } of results) {
+    console.log(`\n▶ ${title}`);
+    process.stdout.write(output);
+    if (code !== 0) {
+      console.log(`✖ ${title} failed`);
+      process.exit(code ?? 1);
+    }
   }
 }
 
@@ -110,10 +136,10 @@ function runPass(kind, files, env = {}) {
     const child = spawn(
       process.execPath,
       [
-        '--import', 'tsx', '--test', '--test-concurrency=2', `--test-timeout=${FILE_TIMEOUT_MS}`,
+        ...NODE_OPTIONS, '--test', `--test-concurrency=${CONCURRENCY}`, `--test-timeout=${FILE_TIMEOUT_MS}`,
         '--test-reporter=spec', '--test-reporter-destination=stdout',
         `--test-reporter=${pathToFileURL(path.resolve('scripts/test-durations.mjs')).href}`, `--test-reporter-destination=${durationsFile}`,
-        ...files,
+        ...files.map(compiledFile),
       ],
       { env: { ...process.env, ...env, TEST_DB: kind }, stdio: ['ignore', 'pipe', 'inherit'] },
     );
@@ -141,7 +167,7 @@ function runPass(kind, files, env = {}) {
 }
 
 // No line: under tsx the reporter's lines are the compiled file's.
-const where = (t) => `${path.relative(process.cwd(), t.file ?? '?')} "${t.name}" (${(t.ms / 1000).toFixed(1)} s)`;
+const where = (t) => `${t.file ? sourceFile(t.file) : '?'} "${t.name}" (${(t.ms / 1000).toFixed(1)} s)`;
 
 /** Why a pass failed, in words; none: it passed. */
 function problems(r) {
@@ -166,8 +192,10 @@ if (requireRedis && !(await redisAnswers())) {
   process.exit(1);
 }
 if (checks) {
-  step('typecheck (tsc --noEmit)', process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json', '--noEmit']);
-  step('lint (eslint)', process.execPath, ['node_modules/eslint/bin/eslint.js', '.']);
+  await checksSideBySide([
+    { title: 'typecheck (tsc --noEmit)', args: ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json', '--noEmit'] },
+    { title: 'lint (eslint)', args: ['node_modules/eslint/bin/eslint.js', '.'] },
+  ]);
 }
 
 /**
@@ -178,7 +206,7 @@ if (checks) {
 function makeTemplate(kind) {
   const target = kind === 'pglite' ? path.join(tmpdir(), `teamlog-test-template-${process.pid}.tar`) : `teamlog_test_template_${process.pid}`;
   const started = Date.now();
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'test/helpers/template.ts', kind, target], { stdio: ['ignore', 'inherit', 'inherit'] });
+  const r = spawnSync(process.execPath, [...NODE_OPTIONS, compiledFile('test/helpers/template.ts'), kind, target], { stdio: ['ignore', 'inherit', 'inherit'] });
   if (r.status !== 0) {
     console.log(`(no migrated template for ${kind}: each test file migrates its own database)`);
     return { env: {}, drop: () => {} };
@@ -186,7 +214,7 @@ function makeTemplate(kind) {
   console.log(`\n▶ migrated template for ${kind} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
   return kind === 'pglite'
     ? { env: { TEST_PGLITE_TEMPLATE: target }, drop: () => rmSync(target, { force: true }) }
-    : { env: { TEST_POSTGRES_TEMPLATE: target }, drop: () => spawnSync(process.execPath, ['--import', 'tsx', 'test/helpers/template.ts', 'drop-postgres', target], { stdio: 'inherit' }) };
+    : { env: { TEST_POSTGRES_TEMPLATE: target }, drop: () => spawnSync(process.execPath, [compiledFile('test/helpers/template.ts'), 'drop-postgres', target], { stdio: 'inherit' }) };
 }
 
 async function runPassFromTemplate(kind, env = {}) {
@@ -198,6 +226,11 @@ async function runPassFromTemplate(kind, env = {}) {
   }
 }
 
+{
+  const started = Date.now();
+  const count = await buildTests(BUILD);
+  console.log(`\n▶ compiled ${count} TypeScript files for the suite into ${BUILD} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+}
 const results = [];
 if (only !== 'postgres') results.push(['PGlite', await runPassFromTemplate('pglite')]);
 let skippedPostgres = false;
@@ -209,6 +242,7 @@ if (only !== 'pglite') {
   } else skippedPostgres = true;
 }
 
+rmSync(BUILD, { recursive: true, force: true });
 console.log('\n── summary ──');
 const shown = (n) => (n === undefined ? '?' : n);
 for (const [name, r] of results) {

@@ -5,6 +5,7 @@
 // and others are told no; one namespace disconnects and reconnects (resuming or live only)
 // while the other stays connected; and the README's example is examples/quickstart.ts and runs.
 import assert from 'node:assert/strict';
+import { transformSync } from 'esbuild';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -161,11 +162,13 @@ test('the README\'s example is examples/quickstart.ts, and it runs against a rea
   const example = readFileSync('client/examples/quickstart.ts', 'utf8');
   const readme = readFileSync('client/README.md', 'utf8');
   assert.ok(readme.includes(`\`\`\`ts\n${example}\`\`\``), 'README.md shows examples/quickstart.ts verbatim');
-  // Run as a user of the package would, with the package's import pointed at its source.
+  // Compiled and run as a user of the package would, its import pointed at the package's source
+  // (the suite's own form of it: index.js compiled, or index.ts through tsx).
   const dir = mkdtempSync(path.join(tmpdir(), 'teamlog-quickstart-'));
   try {
-    const file = path.join(dir, 'quickstart.ts');
-    writeFileSync(file, example.replace("from '@teamlog/client'", `from '${pathToFileURL(path.resolve('client/src/index.ts')).href}'`));
+    const file = path.join(dir, 'quickstart.mjs');
+    const source = example.replace("from '@teamlog/client'", `from '${new URL('../client/src/index.js', import.meta.url).href}'`);
+    writeFileSync(file, transformSync(source, { loader: 'ts', format: 'esm' }).code);
     const { quickstart } = (await import(pathToFileURL(file).href)) as { quickstart: (u: string, e: string, p: string) => Promise<Array<{ status: string }>> };
     const me = await h.newUser();
     const updates = await quickstart(h.server.url, me.email, me.password);

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { settingNames, unknownEnvFileKeys } from '../src/config.js';
+import { entryArgs } from './helpers/paths.js';
 import { ROOT, spawnServer } from './helpers/process.js';
 
 const ENV_FILE = [
@@ -71,7 +72,7 @@ describe('a .env variable that no setting reads', () => {
 
   test('is warned about by the CLI, on stderr, before the command runs', async () => {
     // create-admin without --email: a usage error, after the .env has been read.
-    const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(ROOT, 'src/cli.ts'), 'create-admin'], {
+    const child = spawn(process.execPath, [...entryArgs('src/cli'), 'create-admin'], {
       cwd: dir,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', TSX_TSCONFIG_PATH: path.join(ROOT, 'tsconfig.json'), DATA_DIR: path.join(dir, 'cli-data') },
       stdio: ['ignore', 'pipe', 'pipe'],

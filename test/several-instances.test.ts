@@ -12,13 +12,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { generateEd25519PrivateKeyPem } from '../src/modules/audit/integrity/signed-note.js';
+import { entryFile, NODE_ARGS } from './helpers/paths.js';
 import { ROOT, spawnServer } from './helpers/process.js';
 import { adminQuery } from './helpers/postgres.js';
 import { needsRedis, PG_BASE_URL, TEST_REDIS_URL } from './helpers/server.js';
 import { sleep } from './helpers/sockets.js';
 
 const SCRIPT = path.join(ROOT, 'deploy/several-instances.sh');
-const TSX = import.meta.resolve('tsx');
 const LOGIN = 'teamlog_recipe_test';
 
 const urlOf = (database: string, user = 'postgres', password = '') => {
@@ -94,7 +94,7 @@ describe('the several-instances recipe (deploy/several-instances.sh)', { skip: n
         PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '',
         OWNER_URL: urlOf(database), REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: `${database}:`, FIRST_PORT: String(port),
         STATE_DIR: path.join(stateDir, 'state'), TEAMLOG_LOGIN: LOGIN, ADMIN_EMAIL: 'ops@recipe.test',
-        NODE_ARGS: `--import ${TSX}`, SERVER_JS: path.join(ROOT, 'src/server.ts'), CLI_JS: path.join(ROOT, 'src/cli.ts'),
+        NODE_ARGS: NODE_ARGS.join(' '), SERVER_JS: entryFile('src/server'), CLI_JS: entryFile('src/cli'),
         TSX_TSCONFIG_PATH: path.join(ROOT, 'tsconfig.json'), AUDIT_CHECKPOINT_INTERVAL_MS: '200', LOG_LEVEL: 'info',
       },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -16,6 +16,7 @@ import { DataDirLockedError, LOCK_FILE, lockDataDir } from '../src/ops/data-dir-
 import { createDeps } from '../src/runtime.js';
 import { loadSecrets } from '../src/secrets.js';
 import net from 'node:net';
+import { entryArgs } from './helpers/paths.js';
 import { freePort, ROOT, spawnServer, type ServerProcess } from './helpers/process.js';
 import { createTestDatabase, needsPostgres, onPostgres, type TestDatabase } from './helpers/server.js';
 
@@ -106,7 +107,7 @@ describe('a first start on an empty DATA_DIR without ADMIN_PASSWORD', () => {
 
   test('holds its embedded database: a CLI command on the same DATA_DIR is refused while it runs', { skip: onPostgres && 'PostgreSQL takes its own locks' }, async () => {
     assert.equal(readFileSync(path.join(dataDir, LOCK_FILE), 'utf8').trim(), String(first.child.pid));
-    const cli = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate'], {
+    const cli = spawn(process.execPath, [...entryArgs('src/cli'), 'migrate'], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATA_DIR: dataDir },
       stdio: ['ignore', 'ignore', 'pipe'],

@@ -19,12 +19,11 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { CheckpointJson } from './helpers/audit-log.js';
 import { runTeamlog, type CliResult } from './helpers/cli.js';
 import { Client, login, type Session } from './helpers/client.js';
 import { allPages, createProject, createTask, postMessage, uniqueWord, type AuditRecordBody } from './helpers/factories.js';
-import { extractRelease, openExistingDatabase, releaseUnavailable, runInRelease, type ExistingDatabase } from './helpers/old-release.js';
+import { extractRelease, openExistingDatabase, releaseUnavailable, ROOT, runInRelease, type ExistingDatabase } from './helpers/old-release.js';
 import { adminQuery, databaseUrl as databaseUrlOf } from './helpers/postgres.js';
 import { DB_KIND, ensureServiceLogin, onPostgres, PG_BASE_URL, SERVICE_LOGIN, startTestServer, TEST_REDIS_URL, TEST_SIGNING_KEY, type TestDatabase, type TestServer } from './helpers/server.js';
 import { connectRecording, sleep, type ClientSocket, type Received } from './helpers/sockets.js';
@@ -33,7 +32,8 @@ import type { ReplayEvent, UpgradeManifest } from './upgrade/fill-previous-relea
 /** The release upgraded from: bump it when a release is cut. */
 const PREVIOUS_RELEASE = 'c340417';
 
-const FILL_SCRIPT = fileURLToPath(new URL('./upgrade/fill-previous-release.ts', import.meta.url));
+/** The repository's own file (the run copies it into the release's tree), also when the suite runs compiled. */
+const FILL_SCRIPT = path.join(ROOT, 'test/upgrade/fill-previous-release.ts');
 /** Events a reconnecting client gets replayed (README, Real-time). */
 const REPLAYABLE = ['new-message', 'new-notification', 'post-liked', 'task-created', 'task-updated', 'task-deleted'];
 /** Secrets both releases are given: the same service before and after the upgrade. */

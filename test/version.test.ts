@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { useTestServer } from './helpers/harness.js';
-import { ROOT } from './helpers/process.js';
+import { entryArgs, ROOT } from './helpers/paths.js';
 
 const COMMIT = '1c49ad4f0b5e2d7a9c3e8f6a1b2c3d4e5f6a7b8c';
 const h = useTestServer({ env: { TEAMLOG_COMMIT: COMMIT } });
@@ -38,7 +38,7 @@ test('the route is documented: operationId getVersion, tag operations, an exampl
 
 test('npx teamlog --version prints the version (and the commit from TEAMLOG_COMMIT)', () => {
   const run = (env: Record<string, string>) =>
-    spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', '--version'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' });
+    spawnSync(process.execPath, [...entryArgs('src/cli'), '--version'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' });
   const plain = run({});
   assert.equal(plain.status, 0, plain.stderr);
   assert.match(plain.stdout, new RegExp(`^teamlog ${packageVersion.replaceAll('.', '\\.')}( \\(commit [0-9a-f]+\\))?\\n$`));

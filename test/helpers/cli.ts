@@ -1,4 +1,4 @@
-// The `teamlog` CLI as a child process (`node --import tsx src/cli.ts`, so no build is needed),
+// The `teamlog` CLI as a child process (src/cli, compiled or through tsx: helpers/paths.ts; no build needed),
 // with exactly the environment a test gives it: nothing inherited but PATH and HOME, so that a
 // developer's own DATABASE_URL or .env never reaches it. useCliDatabase gives a test file the
 // data directory and database that the CLI and its test servers share, and runCli on them.
@@ -9,15 +9,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { databaseSession, migrate } from '../../src/db/migrate.js';
 import { createPgliteDatabase } from '../../src/db/pglite.js';
 import { APP_ROLE, createPostgresDatabase } from '../../src/db/postgres.js';
 import { loginAdmin, type Session } from './client.js';
+import { entryArgs, ROOT } from './paths.js';
 import { adminQuery, databaseUrl } from './postgres.js';
 import { createTestDatabase, onPostgres, SERVICE_LOGIN, startTestServer, type TestDatabase, type TestServer } from './server.js';
 
-export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export { ROOT };
 
 export interface CliResult {
   code: number | null;
@@ -28,7 +28,7 @@ export interface CliResult {
 /** Variables given as undefined are left out (unset), as a shell would. */
 export function runTeamlog(args: string[], env: Record<string, string | undefined>): Promise<CliResult> {
   const given = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+  const child = spawn(process.execPath, [...entryArgs('src/cli'), ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...given },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -6,11 +6,11 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, realpathSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { ROOT } from './paths.js';
 import { openTestDatabase, type TestDatabase } from './server.js';
 
-/** The repository root (as test/helpers/cli.ts finds it): where git runs and node_modules is. */
-export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+/** The repository root (test/helpers/paths.ts): where git runs and node_modules is. */
+export { ROOT };
 
 /** What the old code needs to run its app and its test helpers (no build: tsx runs the sources). */
 export const RELEASE_PATHS = ['package.json', 'tsconfig.json', 'src', 'migrations', 'test/helpers'];

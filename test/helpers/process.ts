@@ -1,16 +1,13 @@
-// The real server process (`node --import tsx src/server.ts`), for tests of what only a whole
+// The real server process (src/server, compiled or through tsx: helpers/paths.ts), for tests of what only a whole
 // process shows: start-up, shutdown, configuration errors, and the log it writes.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { entryArgs, ROOT } from './paths.js';
 
-export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-/** tsx's loader and the server's entry, by absolute path: the process may run in any directory. */
-const TSX = import.meta.resolve('tsx');
-const SERVER = path.join(ROOT, 'src/server.ts');
+export { ROOT };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function freePort(): Promise<number> {
@@ -42,12 +39,12 @@ export interface SpawnOptions {
 }
 
 /**
- * `node --import tsx src/server.ts` with exactly the given environment (nothing inherited but
+ * The server's entry (by absolute path: the process may run in any directory) with exactly the given environment (nothing inherited but
  * PATH and HOME), on a free port unless env says PORT.
  */
 export async function spawnServer(env: Record<string, string>, opts: SpawnOptions = {}): Promise<ServerProcess> {
   const port = env.PORT !== undefined ? Number(env.PORT) : await freePort();
-  const child = spawn(process.execPath, ['--import', TSX, SERVER], {
+  const child = spawn(process.execPath, entryArgs('src/server'), {
     cwd: opts.cwd ?? (env.DATA_DIR !== undefined && existsSync(env.DATA_DIR) ? env.DATA_DIR : tmpdir()),
     env: {
       PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', TSX_TSCONFIG_PATH: path.join(ROOT, 'tsconfig.json'),
