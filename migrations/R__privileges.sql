@@ -25,3 +25,6 @@ REVOKE UPDATE ON outbox, outbox_batches FROM teamlog_app;
 REVOKE UPDATE, DELETE, TRUNCATE ON audit_personal_data FROM teamlog_app;
 -- The schema is the owner's business.
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON schema_migrations FROM teamlog_app;
+-- Functions are the owner's too; teamlog_app calls only this one, which summarizes the audit
+-- log's BRIN for it (migrations/0013: the service owns no index).
+GRANT EXECUTE ON FUNCTION audit_summarize_time_index() TO teamlog_app;
