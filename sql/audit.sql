@@ -44,5 +44,8 @@ SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, me
      AND ($3::bigint IS NULL OR id < $3)
    ORDER BY id DESC LIMIT $4;
 
+-- audit.summarizeTimeIndex (planned per call)
+SELECT audit_summarize_time_index() AS ranges;
+
 -- audit.usersByEmail (planned per call)
 SELECT id, email FROM users WHERE email = ANY ($1::text[]);

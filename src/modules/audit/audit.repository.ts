@@ -72,6 +72,8 @@ const S = statements('audit', {
    FROM pg_settings WHERE name IN ('enable_indexscan', 'enable_indexonlyscan', 'enable_seqscan', 'max_parallel_workers_per_gather')`,
   everyScan: `SELECT set_config(name, reset_val, true)
    FROM pg_settings WHERE name IN ('enable_indexscan', 'enable_indexonlyscan', 'enable_seqscan', 'max_parallel_workers_per_gather')`,
+  // The BRIN's filled block ranges get their summaries (migrations/0013: as the index's owner).
+  summarizeTimeIndex: 'SELECT audit_summarize_time_index() AS ranges',
 });
 
 /**
@@ -273,6 +275,15 @@ export async function idCeiling(tx: Tx, windows: BoundedRange[]): Promise<number
   send(tx, S.everyScan);
   return higher === null ? guess : Math.max(guess, higher);
 }
+
+/**
+ * Summarizes the block ranges of audit_log_time_brin filled since it last was, so that idCeiling
+ * reads them only where they may hold an answer (a range without a summary is always read whole).
+ * The number of ranges summarized; null when the table was busy (a VACUUM, which summarizes too,
+ * or another instance summarizing): the next call does it. migrations/0013.
+ */
+export const summarizeAuditTimeIndex = async (q: Queryable): Promise<number | null> =>
+  (await query<{ ranges: number | null }>(q, S.summarizeTimeIndex))[0]?.ranges ?? null;
 
 /**
  * The list (queryAuditLog) of a search whose records all lie in `windows`, with the windows'
