@@ -10,10 +10,10 @@
 // the table's size, never assumed.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { Tx } from '../src/db/database.js';
 import { idCeiling, summarizeAuditTimeIndex } from '../src/modules/audit/audit.repository.js';
 import { runMaintenance } from '../src/ops/maintenance.js';
 import { committed } from './helpers/audit-log.js';
+import { explainingTx } from './helpers/explain.js';
 import { useTestDatabase } from './helpers/harness.js';
 import { needsPostgres } from './helpers/server.js';
 
@@ -62,19 +62,7 @@ async function ceilingRead(): Promise<{ blocks: number; indexes: string[] }> {
   let plan: PlanNode | undefined;
   await h.database.db.transaction(
     async (tx) => {
-      const explaining: Tx = {
-        ...tx,
-        send: (sql, params, opts) => tx.send(sql, params, opts),
-        afterCommit: (fn) => tx.afterCommit(fn),
-        query: async <R>(sql: string, params?: readonly unknown[]) => {
-          if (sql.includes('max(id)')) {
-            const [row] = await tx.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params);
-            const explained = row!['QUERY PLAN'];
-            plan = (typeof explained === 'string' ? JSON.parse(explained) : explained)[0].Plan as PlanNode;
-          }
-          return tx.query<R>(sql, params);
-        },
-      };
+      const explaining = explainingTx(tx, (sql) => sql.includes('max(id)'), (_, explained) => (plan = (explained as Array<{ Plan: PlanNode }>)[0]!.Plan), true);
       await idCeiling(explaining, [{ to: { at: '2001-01-20T00:00:00Z', inclusive: false } }]);
     },
     { planEachStatement: true },

@@ -16,10 +16,11 @@
 // The test checks the layout it relies on from the rows' ctid rather than assuming it.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { Queryable, Tx } from '../src/db/database.js';
+import type { Queryable } from '../src/db/database.js';
 import { idCeiling, queryAuditLogUnderCeiling } from '../src/modules/audit/audit.repository.js';
 import type { BoundedRange } from '../src/modules/audit/audit.search.js';
 import { committed } from './helpers/audit-log.js';
+import { explainingTx } from './helpers/explain.js';
 import type { AuditRecordBody } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 
@@ -188,18 +189,7 @@ async function explainedList(w: BoundedRange): Promise<Array<{ sql: string; plan
     await h.server.db.transaction(
       async (tx) => {
         // The list's statements as the service sends them, each also EXPLAINed in place.
-        const explaining: Tx = {
-          ...tx,
-          send: (sql, params, opts) => tx.send(sql, params, opts),
-          afterCommit: (fn) => tx.afterCommit(fn),
-          query: async <R>(sql: string, params?: readonly unknown[]) => {
-            if (sql.startsWith('SELECT') && !sql.includes('set_config')) {
-              const [row] = await tx.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${sql}`, params);
-              explained.push({ sql, plan: JSON.stringify(row!['QUERY PLAN']) });
-            }
-            return tx.query<R>(sql, params);
-          },
-        };
+        const explaining = explainingTx(tx, (sql) => sql.startsWith('SELECT') && !sql.includes('set_config'), (sql, plan) => explained.push({ sql, plan: JSON.stringify(plan) }));
         return queryAuditLogUnderCeiling(explaining, {}, [w], undefined, 20);
       },
       { planEachStatement: true },
