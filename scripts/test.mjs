@@ -145,7 +145,7 @@ function runPass(kind, files, env = {}) {
         `--test-reporter=${pathToFileURL(path.resolve('scripts/test-durations.mjs')).href}`, `--test-reporter-destination=${durationsFile}`,
         ...files.map(compiledFile),
       ],
-      { env: { ...process.env, ...env, TEST_DB: kind }, stdio: ['ignore', 'pipe', 'inherit'] },
+      { env: { ...process.env, ...env, TEST_DB: kind, TEST_NODE_OPTIONS: NODE_OPTIONS.join(' ') }, stdio: ['ignore', 'pipe', 'inherit'] },
     );
     let buffer = '';
     child.stdout.setEncoding('utf8'); // "ℹ" is three bytes, which two chunks may share
@@ -170,7 +170,7 @@ function runPass(kind, files, env = {}) {
   });
 }
 
-// No line: under tsx the reporter's lines are the compiled file's.
+// No line: the reporter's lines are the compiled file's.
 const where = (t) => `${t.file ? sourceFile(t.file) : '?'} "${t.name}" (${(t.ms / 1000).toFixed(1)} s)`;
 
 /** Why a pass failed, in words; none: it passed. */

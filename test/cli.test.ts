@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { LOCK_FILE } from '../src/ops/data-dir-lock.js';
-import { ROOT, runTeamlog, useCliDatabase, type CliResult } from './helpers/cli.js';
+import { runTeamlog, useCliDatabase, type CliResult } from './helpers/cli.js';
+import { ROOT } from './helpers/paths.js';
 import { auditRows, Client, login } from './helpers/client.js';
 
 const VERSIONS = readdirSync(path.join(ROOT, 'migrations'))

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { settingNames, unknownEnvFileKeys } from '../src/config.js';
-import { ROOT } from './helpers/process.js';
+import { ROOT } from './helpers/paths.js';
 
 const read = (file: string) => readFileSync(path.join(ROOT, file), 'utf8');
 

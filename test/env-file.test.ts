@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { settingNames, unknownEnvFileKeys } from '../src/config.js';
-import { entryArgs } from './helpers/paths.js';
-import { ROOT, spawnServer } from './helpers/process.js';
+import { entryArgs, ROOT } from './helpers/paths.js';
+import { spawnServer } from './helpers/process.js';
 
 const ENV_FILE = [
   '# a comment, and a blank line after it',

@@ -15,7 +15,8 @@ import { parse } from 'yaml';
 import { Client, createUser, loginAdmin } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import { postMessage } from './helpers/factories.js';
-import { ROOT, spawnServer } from './helpers/process.js';
+import { ROOT } from './helpers/paths.js';
+import { spawnServer } from './helpers/process.js';
 import { connectRecording, sleep } from './helpers/sockets.js';
 import { createTestDatabase, startTestServer, type TestDatabase, type TestServer } from './helpers/server.js';
 

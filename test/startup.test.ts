@@ -16,8 +16,8 @@ import { DataDirLockedError, LOCK_FILE, lockDataDir } from '../src/ops/data-dir-
 import { createDeps } from '../src/runtime.js';
 import { loadSecrets } from '../src/secrets.js';
 import net from 'node:net';
-import { entryArgs } from './helpers/paths.js';
-import { freePort, ROOT, spawnServer, type ServerProcess } from './helpers/process.js';
+import { entryArgs, ROOT } from './helpers/paths.js';
+import { freePort, spawnServer, type ServerProcess } from './helpers/process.js';
 import { createTestDatabase, needsPostgres, onPostgres, type TestDatabase } from './helpers/server.js';
 
 

@@ -15,7 +15,8 @@ import { noteHash } from '../../src/modules/audit/integrity/checkpoint-check.js'
 import { assertOk, settled, verifyRoute, type CheckpointJson } from '../helpers/audit-log.js';
 import { createUser, loginAdmin, type Session } from '../helpers/client.js';
 import { addMember, createProject, uniqueWord, type ProjectBody } from '../helpers/factories.js';
-import { freePort, ROOT } from '../helpers/process.js';
+import { ROOT } from '../helpers/paths.js';
+import { freePort } from '../helpers/process.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, TEST_SIGNING_KEY, type TestServer } from '../helpers/server.js';
 import { onExit, PgCluster, shellQuote, startPostgresAndRedis, watchdog, type RedisServer } from './cluster.js';
 

@@ -17,8 +17,6 @@ import { entryArgs, ROOT } from './paths.js';
 import { adminQuery, databaseUrl } from './postgres.js';
 import { createTestDatabase, onPostgres, SERVICE_LOGIN, startTestServer, type TestDatabase, type TestServer } from './server.js';
 
-export { ROOT };
-
 export interface CliResult {
   code: number | null;
   stdout: string;

@@ -9,9 +9,6 @@ import path from 'node:path';
 import { ROOT } from './paths.js';
 import { openTestDatabase, type TestDatabase } from './server.js';
 
-/** The repository root (test/helpers/paths.ts): where git runs and node_modules is. */
-export { ROOT };
-
 /** What the old code needs to run its app and its test helpers (no build: tsx runs the sources). */
 export const RELEASE_PATHS = ['package.json', 'tsconfig.json', 'src', 'migrations', 'test/helpers'];
 

@@ -14,11 +14,11 @@ export const COMPILED = import.meta.url.endsWith('.js');
 export const ROOT = COMPILED ? path.dirname(realpathSync(path.join(TREE, 'package.json'))) : TREE;
 
 const TSX = import.meta.resolve('tsx');
-/** V8 flags the suite runs with (scripts/test.mjs), passed on to the processes it starts. */
-const V8_FLAGS = process.execArgv.filter((flag) => flag === '--liftoff-only' || flag === '--enable-source-maps');
+/** The node options the suite runs with (scripts/test.mjs says them), passed on to the processes it starts. */
+const SUITE_OPTIONS = (process.env.TEST_NODE_OPTIONS ?? '').split(' ').filter(Boolean);
 
 /** The node options that load an entry point in the suite's own form: none compiled, tsx otherwise. */
-export const NODE_ARGS: string[] = COMPILED ? V8_FLAGS : ['--import', TSX];
+export const NODE_ARGS: string[] = COMPILED ? SUITE_OPTIONS : ['--import', TSX];
 
 /** The file of one of the service's entry points, in the suite's own form. */
 export function entryFile(entry: 'src/server' | 'src/cli'): string {
