@@ -309,7 +309,7 @@ async function measuredRun(server, spec, sc, { settle, inspectUrl }) {
   const before = await writeCounters(server.db.url);
   const run = await measure(server, spec, DURATION, sc.connections);
   const after = await writeCounters(server.db.url);
-  return { ...run, write_cost: await writeCost(before, after, run.sent, inspectUrl) };
+  return { ...run, write_cost: await writeCost(server.db.url, before, after, run.sent, inspectUrl) };
 }
 
 /** The baselines a scenario may name (its specs of the same keys), in the order they run around Teamlog in a round. */
@@ -510,6 +510,29 @@ function writeCostTable(rows) {
   return lines.join('\n');
 }
 
+/**
+ * Where each write scenario's WAL goes, relation by relation, Teamlog beside its baselines (the
+ * median pairs' runs): what Teamlog writes that the baseline does not, and what both write.
+ */
+function walByRelationTables(rows) {
+  const out = [];
+  for (const r of rows) {
+    const servers = [['Teamlog', r.teamlog], ['same-schema baseline', r.baseline], ['bare app', r.bare?.bare]].filter(([, m]) => m?.write_cost?.wal_bytes_by_relation);
+    if (servers.length === 0) continue;
+    const of = (m, name) => m.write_cost.wal_bytes_by_relation[name] ?? 0;
+    const names = [...new Set(servers.flatMap(([, m]) => Object.keys(m.write_cost.wal_bytes_by_relation)))]
+      .sort((a, b) => of(servers[0][1], b) - of(servers[0][1], a) || a.localeCompare(b));
+    // The relations that make up most of it; the rest on one line.
+    const shown = names.filter((name) => servers.some(([, m]) => of(m, name) >= 10));
+    const rest = names.filter((name) => !shown.includes(name));
+    out.push(`**${r.scenario}**, WAL bytes per request:`, '', `| relation or record | ${servers.map(([s]) => s).join(' | ')} |`, `| --- |${servers.map(() => ' ---: |').join('')}`);
+    for (const name of shown) out.push(`| ${name} | ${servers.map(([, m]) => of(m, name)).join(' | ')} |`);
+    if (rest.length > 0) out.push(`| ${rest.length} others | ${servers.map(([, m]) => rest.reduce((acc, name) => acc + of(m, name), 0)).join(' | ')} |`);
+    out.push('');
+  }
+  return out.join('\n');
+}
+
 function writeCostNotes(rows) {
   const costs = rows.flatMap((r) => [r.teamlog, r.baseline, r.bare?.bare]).map((m) => m?.write_cost).filter(Boolean);
   const others = costs.map((w) => w.wal_bytes_other_databases);
@@ -670,6 +693,9 @@ async function main() {
     '',
     writeCostNotes(pgRows),
     '',
+    'By relation (pg_walinspect: the records of the run in the server\'s database, by the relation their block belongs to, or, with no block, by their kind: a commit, a multixact, a row lock\'s is its table\'s):',
+    '',
+    walByRelationTables(pgRows),
     '### Targets',
     '',
     targetTable(targets),

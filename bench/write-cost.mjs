@@ -62,27 +62,51 @@ const lsnBytes = (lsn) => {
   return parseInt(hi, 16) * 2 ** 32 + parseInt(lo, 16);
 };
 
-/** Bytes of the WAL records between two positions that other databases' work wrote; null when the WAL cannot be read (not installed, or recycled meanwhile). */
-async function otherDatabasesWal(inspectUrl, from, to, dbOid) {
+/**
+ * The WAL records between two positions, read back with pg_walinspect: the bytes other
+ * databases' work wrote, and this database's bytes by what they wrote to (a relation by its
+ * relfilenode, or a record with no block, as "resource manager:record type": commits,
+ * multixacts); null when the WAL cannot be read (not installed, or recycled meanwhile).
+ */
+async function walByDatabase(inspectUrl, from, to, dbOid) {
   if (!inspectUrl) return null;
   try {
     return await withClient(inspectUrl, async (c) => {
       const { rows } = await c.query(
         `WITH r AS (
-           SELECT xid::text AS xid, record_length, substring(block_ref FROM 'rel \\d+/(\\d+)/')::oid AS db
+           SELECT xid::text AS xid, record_length, resource_manager || ':' || record_type AS kind,
+                  substring(block_ref FROM 'rel \\d+/(\\d+)/')::oid AS db,
+                  substring(block_ref FROM 'rel \\d+/\\d+/(\\d+)')::oid AS relfile
              FROM ${WALINSPECT_SCHEMA}.pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)
          ), xact AS (
            SELECT xid, min(db) AS db FROM r WHERE xid <> '0' AND db <> 0 GROUP BY xid
+         ), owned AS (
+           SELECT r.*, COALESCE(NULLIF(r.db, 0), x.db) AS owner FROM r LEFT JOIN xact x ON x.xid = r.xid AND r.xid <> '0'
          )
-         SELECT COALESCE(sum(r.record_length) FILTER (WHERE COALESCE(NULLIF(r.db, 0), x.db) <> $3::oid), 0)::float8 AS bytes
-           FROM r LEFT JOIN xact x ON x.xid = r.xid AND r.xid <> '0'`,
+         SELECT CASE WHEN owner <> $3::oid THEN 'other' WHEN relfile IS NULL THEN kind ELSE relfile::text END AS what,
+                sum(record_length)::float8 AS bytes
+           FROM owned GROUP BY 1`,
         [from, to, dbOid],
       );
-      return rows[0].bytes;
+      const others = rows.find((row) => row.what === 'other')?.bytes ?? 0;
+      return { others, mine: rows.filter((row) => row.what !== 'other') };
     });
   } catch {
     return null;
   }
+}
+
+/** `mine` (walByDatabase) with each relfilenode named by database `url`'s catalog. */
+async function namedWal(url, mine) {
+  const names = await withClient(url, async (c) =>
+    new Map((await c.query(`SELECT relfilenode::text AS file, relname FROM pg_class WHERE relfilenode <> 0`)).rows.map((row) => [row.file, row.relname])),
+  );
+  const byName = new Map();
+  for (const { what, bytes } of mine) {
+    const name = /^\d+$/.test(what) ? (names.get(what) ?? `relfilenode ${what}`) : what;
+    byName.set(name, (byName.get(name) ?? 0) + bytes);
+  }
+  return byName;
 }
 
 /** Each table's counter deltas between two readings, for the tables that moved. */
@@ -97,15 +121,18 @@ function tableDeltas(before, after) {
 }
 
 /**
- * The write cost per request of `requests` requests between two readings (writeCounters) of one
- * database; `inspectUrl`: the database pg_walinspect is installed in (none: WAL is the cluster's).
+ * The write cost per request of `requests` requests between two readings (writeCounters) of
+ * database `url`; `inspectUrl`: the database pg_walinspect is installed in (none: WAL is the cluster's).
  * `requests`: those the server completed, autocannon's `sent` (the ones still in flight when a
  * run stops are answered after it; a bare insert app wrote exactly `sent` rows).
  */
-export async function writeCost(before, after, requests, inspectUrl) {
+export async function writeCost(url, before, after, requests, inspectUrl) {
   const per = (n) => (requests > 0 && n !== null ? Number((n / requests).toFixed(2)) : null);
   const cluster = lsnBytes(after.lsn) - lsnBytes(before.lsn);
-  const others = await otherDatabasesWal(inspectUrl, before.lsn, after.lsn, after.db_oid);
+  const wal = await walByDatabase(inspectUrl, before.lsn, after.lsn, after.db_oid);
+  const others = wal?.others ?? null;
+  // What each relation's WAL was, per request, largest first: where a write's WAL goes.
+  const byRelation = wal ? [...(await namedWal(url, wal.mine))].map(([name, bytes]) => [name, Math.round(per(bytes))]).sort((a, b) => b[1] - a[1]) : null;
   const tables = tableDeltas(before, after);
   const sum = (f) => Object.values(tables).reduce((acc, d) => acc + f(d), 0);
   return {
@@ -117,6 +144,7 @@ export async function writeCost(before, after, requests, inspectUrl) {
     heap_updates: per(sum((d) => d.upd)),
     hot_updates: per(sum((d) => d.hot_upd)),
     index_entries_est: per(sum((d) => (d.ins + d.upd - d.hot_upd) * d.indexes)),
+    wal_bytes_by_relation: byRelation && Object.fromEntries(byRelation),
     tables,
   };
 }
