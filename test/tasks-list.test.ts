@@ -144,6 +144,36 @@ describe('listing tasks', () => {
   });
 });
 
+describe('the JSON of a page', () => {
+  // A page's tasks and a single task are serialized by two schemas (Page(Task) and Task): the
+  // two must answer the same value, fields in the same order, for any text a user may type.
+  test('each listed task equals GET /tasks/:id of it: the same fields, values and order, any text', async () => {
+    const { owner, projectId } = await team(h, 0);
+    const texts = [
+      'quotes " and \\ backslash / slash',
+      'control \u0001\u0008\t\n\r\u001f and DEL \u007f',
+      'unicode é 日本 🙂 \u2028 \u2029 and a lone surrogate-free astral 𝄞',
+      '<script>alert(1)</script> & \'single\'',
+    ];
+    const created = [];
+    for (const [i, text] of texts.entries()) created.push(await createTask(owner, projectId, { title: text, description: texts[(i + 1) % texts.length] }));
+    const res = await owner.client.get<PageBody<TaskBody>>(`/api/v1/tasks?project_id=${projectId}&limit=${texts.length - 1}`, { token: owner.token });
+    assert.equal(res.status, 200, res.text);
+    assert.match(res.headers.get('content-type') ?? '', /^application\/json; charset=utf-8$/);
+    const next = await owner.client.get<PageBody<TaskBody>>(`/api/v1/tasks?project_id=${projectId}&limit=${texts.length - 1}&cursor=${res.body.next_cursor}`, { token: owner.token });
+    const listed = [...res.body.data, ...next.body.data];
+    assert.deepEqual(listed.map((t) => t.id), created.map((t) => t.id).reverse());
+    for (const item of listed) {
+      const one = await owner.client.get<TaskBody>(`/api/v1/tasks/${item.id}`, { token: owner.token });
+      assert.equal(one.status, 200, one.text);
+      assert.deepEqual(Object.keys(item), Object.keys(one.body), 'the same fields in the same order');
+      assert.deepEqual(item, one.body);
+    }
+    assert.deepEqual(listed.map((t) => t.title), [...texts].reverse());
+    assert.ok(listed.every((t) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(t.created_at)), 'ISO 8601 UTC with milliseconds');
+  });
+});
+
 describe('paginating tasks', () => {
   test('pages stay stable while tasks are inserted between page requests: no duplicates, no gaps', async () => {
     const { owner, projectId, members: [member] } = await team(h, 1);
