@@ -15,10 +15,11 @@
 //   --no-checks              skip typecheck and lint
 //   --require-postgres       fail, before running anything, when no PostgreSQL answers (.ci/run;
 //                            CI=true in the environment does the same, and requires Redis too)
+//   --record-order           write each file's wall and CPU time in this run to scripts/test-order.json
 //   any other argument       test files to run instead of all of them
 import { spawnSync, spawn } from 'node:child_process';
 import net from 'node:net';
-import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -39,17 +40,18 @@ const TEST_LIMIT_MS = 60_000;
  * about 3 minutes when other suites run beside them (load 15-20).
  */
 const FILE_TIMEOUT_MS = 10 * 60_000;
-const FLAGS = ['--only', '--no-checks', '--require-postgres'];
+const FLAGS = ['--only', '--no-checks', '--require-postgres', '--record-order'];
 
 const args = process.argv.slice(2);
 const unknown = args.filter((a) => a.startsWith('--') && !FLAGS.includes(a));
 const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined;
 if (unknown.length > 0 || (args.includes('--only') && only !== 'pglite' && only !== 'postgres')) {
   console.error(`scripts/test.mjs: ${unknown.length > 0 ? `unknown option ${unknown.join(', ')}` : '--only takes pglite or postgres'}`);
-  console.error('Usage: node scripts/test.mjs [--only pglite|postgres] [--no-checks] [--require-postgres] [test files…]');
+  console.error('Usage: node scripts/test.mjs [--only pglite|postgres] [--no-checks] [--require-postgres] [--record-order] [test files…]');
   process.exit(2);
 }
 const checks = !args.includes('--no-checks');
+const recordOrder = args.includes('--record-order');
 /** Under CI a green run must include the races and the several-instances tests: no pass may be skipped. */
 const CI = /^(1|true)$/i.test(process.env.CI ?? '');
 const requirePostgres = (args.includes('--require-postgres') || CI) && only !== 'pglite';
@@ -63,11 +65,26 @@ const BUILD = path.join(tmpdir(), `teamlog-tests-${process.pid}`);
 /** Node's options for every test process (and, through test/helpers/paths.ts, the processes they start). */
 const NODE_OPTIONS = ['--liftoff-only', '--enable-source-maps'];
 /**
- * Test files run at once in a pass (TEST_CONCURRENCY overrides). Three on two cores: a file
- * waiting on a timer (a token's expiry, a seal) leaves its core to the third. Measured on the
- * 2-core VM alone, the whole run took 9 m 48 s at three and about 10 m 15 s at two.
+ * Test files run at once in a pass (TEST_CONCURRENCY overrides). Four on two cores: many files
+ * spend much of their time waiting on a timer (a token's expiry, a seal, a server's start), and
+ * the others use the cores meanwhile. Measured on the 2-core VM, with the files longest first:
+ * the PGlite pass took 332 s at three (in file-name order) and 221 s at four, with the cores idle
+ * 2% of the time; the PostgreSQL pass, already busy at three, 216 s and 213 s.
  */
-const CONCURRENCY = Number(process.env.TEST_CONCURRENCY || 3);
+const CONCURRENCY = Number(process.env.TEST_CONCURRENCY || 4);
+/**
+ * Each file's wall and CPU seconds in a recorded run, by pass (--record-order writes it). A pass
+ * starts its files longest first: node --test starts them in the order given, and a long file
+ * started near the end would run on alone while the other slots stay empty. A file not in the
+ * table (a new one) starts first, since it may be long; the table need not be exact, only
+ * rerecorded when a file's time changes a lot.
+ */
+const ORDER_FILE = 'scripts/test-order.json';
+const order = existsSync(ORDER_FILE) ? JSON.parse(readFileSync(ORDER_FILE, 'utf8')) : {};
+const longestFirst = (kind, files) => {
+  const wall = (file) => order[kind]?.[path.relative(process.cwd(), path.resolve(file))]?.wall ?? Infinity;
+  return [...files].sort((a, b) => wall(b) - wall(a));
+};
 /** A test file's compiled form in the mirror, and back: runs are shown by their TypeScript names. */
 const compiledFile = (file) => path.join(BUILD, file.replace(/\.ts$/, '.js'));
 const sourceFile = (file) => (file.startsWith(BUILD) ? path.relative(BUILD, file).replace(/\.js$/, '.ts') : path.relative(process.cwd(), file));
@@ -137,15 +154,18 @@ function runPass(kind, files, env = {}) {
   return new Promise((resolve) => {
     console.log(`\n▶ test suite on ${kind === 'postgres' ? 'PostgreSQL' : 'embedded PGlite'} (${files.length} files)`);
     const durationsFile = path.join(tmpdir(), `teamlog-test-durations-${process.pid}-${kind}.jsonl`);
+    // Each file's time, from its own process (scripts/test-clock.mjs), only when recording.
+    const clockFile = path.join(tmpdir(), `teamlog-test-clock-${process.pid}-${kind}.jsonl`);
+    const clock = recordOrder ? ['--import', pathToFileURL(path.resolve('scripts/test-clock.mjs')).href] : [];
     const child = spawn(
       process.execPath,
       [
-        ...NODE_OPTIONS, '--test', `--test-concurrency=${CONCURRENCY}`, `--test-timeout=${FILE_TIMEOUT_MS}`,
+        ...NODE_OPTIONS, ...clock, '--test', `--test-concurrency=${CONCURRENCY}`, `--test-timeout=${FILE_TIMEOUT_MS}`,
         '--test-reporter=spec', '--test-reporter-destination=stdout',
         `--test-reporter=${pathToFileURL(path.resolve('scripts/test-durations.mjs')).href}`, `--test-reporter-destination=${durationsFile}`,
-        ...files.map(compiledFile),
+        ...longestFirst(kind, files).map(compiledFile),
       ],
-      { env: { ...process.env, ...env, TEST_DB: kind, TEST_NODE_OPTIONS: NODE_OPTIONS.join(' ') }, stdio: ['ignore', 'pipe', 'inherit'] },
+      { env: { ...process.env, ...env, TEST_DB: kind, TEST_NODE_OPTIONS: NODE_OPTIONS.join(' '), ...(recordOrder ? { TEST_CLOCK_FILE: clockFile } : {}) }, stdio: ['ignore', 'pipe', 'inherit'] },
     );
     let buffer = '';
     child.stdout.setEncoding('utf8'); // "ℹ" is three bytes, which two chunks may share
@@ -164,8 +184,12 @@ function runPass(kind, files, env = {}) {
         ? readFileSync(durationsFile, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line))
         : [];
       rmSync(durationsFile, { force: true });
+      const clocked = existsSync(clockFile)
+        ? readFileSync(clockFile, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line))
+        : [];
+      rmSync(clockFile, { force: true });
       const slow = tests.filter((t) => t.ms > TEST_LIMIT_MS).sort((a, b) => b.ms - a.ms);
-      resolve({ code: code ?? 1, counts, slow });
+      resolve({ kind, code: code ?? 1, counts, slow, clocked });
     });
   });
 }
@@ -221,6 +245,27 @@ function makeTemplate(kind) {
     : { env: { TEST_POSTGRES_TEMPLATE: target }, drop: () => spawnSync(process.execPath, [compiledFile('test/helpers/template.ts'), 'drop-postgres', target], { stdio: 'inherit' }) };
 }
 
+/**
+ * Writes the files' times in `passes` into ORDER_FILE, keeping those of files this run did not
+ * run and dropping those of files that are gone; one line a file, so that a change reads in a diff.
+ */
+function writeOrder(passes) {
+  const all = new Set(findTests('test').concat(findTests('src')));
+  const table = {};
+  for (const kind of ['pglite', 'postgres']) {
+    const times = { ...order[kind] };
+    for (const { file, wall, cpu } of passes.find((r) => r.kind === kind)?.clocked ?? []) {
+      times[sourceFile(file)] = { wall: Number(wall.toFixed(1)), cpu: cpu === null ? null : Number(cpu.toFixed(1)) };
+    }
+    const kept = Object.keys(times).filter((file) => all.has(file)).sort();
+    if (kept.length > 0) table[kind] = Object.fromEntries(kept.map((file) => [file, times[file]]));
+  }
+  const lines = Object.entries(table).map(([kind, times]) =>
+    `  ${JSON.stringify(kind)}: {\n${Object.entries(times).map(([file, t]) => `    ${JSON.stringify(file)}: ${JSON.stringify(t)}`).join(',\n')}\n  }`);
+  writeFileSync(ORDER_FILE, `{\n${lines.join(',\n')}\n}\n`);
+  console.log(`\n▶ wrote each file's time in this run to ${ORDER_FILE}`);
+}
+
 async function runPassFromTemplate(kind, env = {}) {
   const template = makeTemplate(kind);
   try {
@@ -247,6 +292,7 @@ if (only !== 'pglite') {
 }
 
 rmSync(BUILD, { recursive: true, force: true });
+if (recordOrder) writeOrder(results.map(([, r]) => r));
 console.log('\n── summary ──');
 const shown = (n) => (n === undefined ? '?' : n);
 for (const [name, r] of results) {
