@@ -3,9 +3,7 @@
 // unique value raced, a timing oracle, a log anyone could fill, a throttled password change,
 // parallel logouts, a trailing slash and a compressed body.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rmSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { MAX_JSON_DEPTH } from '../src/http/json-body.js';
 import { MAX_PER_ADDRESS, MAX_PER_EMAIL } from '../src/modules/auth/auth.throttle.js';
@@ -13,7 +11,7 @@ import { assertProblem, auditRows, Client, type Response } from './helpers/clien
 import { createProject, createTask } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 import { spawnServer } from './helpers/process.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, needsPostgres } from './helpers/server.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, migratedDataDir, needsPostgres } from './helpers/server.js';
 
 const h = useTestServer({ env: { RATE_LIMIT_PER_MINUTE: '0' } });
 
@@ -232,7 +230,7 @@ describe('routes and bodies a client may get wrong', () => {
 
 describe('a client cannot fill the log', () => {
   test('thousands of bad requests write no warning, no stack, and at most the access lines at info', async () => {
-    const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-log-'));
+    const dataDir = await migratedDataDir('teamlog-log-');
     const proc = await spawnServer({ DATA_DIR: dataDir, ADMIN_EMAIL, ADMIN_PASSWORD, RATE_LIMIT_PER_MINUTE: '0' });
     try {
       await proc.waitReady();

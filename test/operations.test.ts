@@ -5,10 +5,9 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { parse } from 'yaml';
@@ -18,7 +17,7 @@ import { postMessage } from './helpers/factories.js';
 import { ROOT } from './helpers/paths.js';
 import { spawnServer } from './helpers/process.js';
 import { connectRecording, sleep } from './helpers/sockets.js';
-import { createTestDatabase, startTestServer, type TestDatabase, type TestServer } from './helpers/server.js';
+import { createTestDatabase, migratedDataDir, startTestServer, type TestDatabase, type TestServer } from './helpers/server.js';
 
 const RULES_DIR = path.join(ROOT, 'deploy/prometheus');
 const RULES = path.join(RULES_DIR, 'teamlog.rules.yml');
@@ -324,7 +323,7 @@ describe('alerting rules (deploy/prometheus)', () => {
 
 describe('request log', () => {
   test('a request\'s completion line names its route, status, user and problem code, and never a token or password', { timeout: 120_000 }, async () => {
-    const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-ops-log-'));
+    const dataDir = await migratedDataDir('teamlog-ops-log-');
     const password = `ops-password-${randomBytes(6).toString('hex')}`;
     const proc = await spawnServer({ DATA_DIR: dataDir, ADMIN_EMAIL: 'ops@test.local', ADMIN_PASSWORD: password, RATE_LIMIT_PER_MINUTE: '4', LOG_LEVEL: 'info' });
     try {

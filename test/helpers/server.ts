@@ -131,6 +131,18 @@ export async function createTestDatabase(onError: (err: unknown) => void = () =>
   };
 }
 
+/**
+ * A new DATA_DIR whose PGlite database (DATA_DIR/pglite, where the service opens it: src/db/open.ts)
+ * is already a migrated copy of the template, for a spawned server whose test is not about a first
+ * start: it opens that database instead of running initdb and every migration, seconds of CPU.
+ */
+export async function migratedDataDir(prefix: string): Promise<string> {
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  const database = await openTestDatabase({ name: path.basename(dir), pgliteDir: path.join(dir, 'pglite') });
+  await database.drop();
+  return dir;
+}
+
 /** Where a test database is: PGlite in a data directory (none: in memory), or an existing PostgreSQL database. */
 export interface DatabaseLocation {
   /** Unique among the databases of every test file running at once (names Redis keys too). */
