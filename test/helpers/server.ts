@@ -133,8 +133,10 @@ export async function createTestDatabase(onError: (err: unknown) => void = () =>
 
 /**
  * A new DATA_DIR whose PGlite database (DATA_DIR/pglite, where the service opens it: src/db/open.ts)
- * is already a migrated copy of the template, for a spawned server whose test is not about a first
- * start: it opens that database instead of running initdb and every migration, seconds of CPU.
+ * is already migrated, for a spawned server whose test is not about a first start: it opens that
+ * database instead of running initdb and every migration. The saving is the PGlite pass's, where
+ * the database is a copy of the pass's template (seconds of CPU); the PostgreSQL pass makes no
+ * PGlite template, so there this runs initdb and the migrations itself, as the server would have.
  */
 export async function migratedDataDir(prefix: string): Promise<string> {
   const dir = mkdtempSync(path.join(tmpdir(), prefix));
