@@ -8,7 +8,7 @@ SELECT width FROM audit_tiles
 -- evidence.checkpointsAfter (planned per call)
 SELECT id, tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at FROM audit_checkpoints WHERE id > $1 ORDER BY id LIMIT $2;
 
--- evidence.consumedIds (planned per call)
+-- evidence.firstUnsealedTaken (planned per call)
 SELECT a.id FROM audit_log a
    WHERE a.id >= $1 AND a.id < $2
      AND CASE WHEN $3::pg_snapshot IS NOT NULL THEN pg_visible_in_snapshot(a.xact_id, $3::pg_snapshot)
@@ -16,7 +16,8 @@ SELECT a.id FROM audit_log a
      AND NOT ($9::bigint IS NOT NULL AND a.id > $9::bigint
               AND NOT CASE WHEN $6::pg_snapshot IS NOT NULL THEN pg_visible_in_snapshot(a.xact_id, $6::pg_snapshot)
                            ELSE (a.xact_id < $7::xid8 OR (a.xact_id = $7::xid8 AND a.id <= $8::bigint)) END)
-   ORDER BY a.id;
+     AND get_bit($10::bytea, (a.id - $1)::int) = 0
+   ORDER BY a.id LIMIT 1;
 
 -- evidence.fullTilesFrom (planned per call)
 SELECT level, idx, width, hashes FROM audit_tiles WHERE level = $1 AND width = 256 AND idx >= $2 ORDER BY idx LIMIT $3;

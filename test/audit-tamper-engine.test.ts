@@ -263,6 +263,9 @@ describe('each tamper, in a rolled-back transaction, caught by the verification 
     assertBad(report, unusedId, new RegExp(`record ${unusedId} .*never sealed`));
     // Everything sealed still checks: only the inserted record is wrong.
     assert.equal(report.records_checked, L.seals.length);
+    // Beyond the sealed ids, and on either side of the edge between two of the verifier's looks
+    // (100,000 ids a look, the seal's as a bitmap): each is found.
+    for (const id of [99_999, 100_000, 100_007]) assertBad(await scenario((q) => insertRecord(q, id)), id, new RegExp(`record ${id} .*never sealed`));
   });
 
   test('two records reordered (their contents swapped, ids kept): first_bad_id is the first of the two in seq order', async () => {

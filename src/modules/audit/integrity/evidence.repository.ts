@@ -107,18 +107,21 @@ const S = statements('evidence', {
   // The same for the verifier, each record as its sealed form's canonical text in three parts
   // (sealed-form.ts; null when the record is gone).
   sealedCanonicalFrom: { text: sealedFrom(`${CANONICAL_HEAD_SQL} AS head, ${CANONICAL_METADATA_SQL} AS metadata, ${CANONICAL_TAIL_SQL} AS tail, ${EXACT_SQL} AS exact`), prepare: true },
-  // Records of an id range that the sealer has taken, by its position: those visible in its last
-  // snapshot ($3; for the previous release's seal, those up to the point ($4, $5) in (xact_id, id)
-  // order), less, while a pair is unfinished, the pair's rows past its last id ($9): those not
-  // below the pair's lower bound ($6, or the point ($7, $8)).
-  consumedIds: `SELECT a.id FROM audit_log a
+  // The first record of an id range that the sealer has taken, by its position, and that the
+  // seal does not hold. Taken: visible in its last snapshot ($3; for the previous release's seal,
+  // up to the point ($4, $5) in (xact_id, id) order), less, while a pair is unfinished, the pair's
+  // rows past its last id ($9): those not below the pair's lower bound ($6, or the point ($7,
+  // $8)). The seal's ids of the range come as a bitmap ($10: bit i, least significant first, is
+  // id $1 + i), so that a range costs one row back instead of an object per record.
+  firstUnsealedTaken: `SELECT a.id FROM audit_log a
    WHERE a.id >= $1 AND a.id < $2
      AND CASE WHEN $3::pg_snapshot IS NOT NULL THEN pg_visible_in_snapshot(a.xact_id, $3::pg_snapshot)
               ELSE (a.xact_id < $4::xid8 OR (a.xact_id = $4::xid8 AND a.id <= $5::bigint)) END
      AND NOT ($9::bigint IS NOT NULL AND a.id > $9::bigint
               AND NOT CASE WHEN $6::pg_snapshot IS NOT NULL THEN pg_visible_in_snapshot(a.xact_id, $6::pg_snapshot)
                            ELSE (a.xact_id < $7::xid8 OR (a.xact_id = $7::xid8 AND a.id <= $8::bigint)) END)
-   ORDER BY a.id`,
+     AND get_bit($10::bytea, (a.id - $1)::int) = 0
+   ORDER BY a.id LIMIT 1`,
   // Stored partial tiles of (level, idx) that are not a prefix of the tile $3 (recomputed).
   badPartialTile: `SELECT width FROM audit_tiles
    WHERE level = $1 AND idx = $2 AND width < 256 AND (width * 32 > octet_length($3::bytea) OR hashes <> substring($3::bytea FROM 1 FOR width * 32))
@@ -193,7 +196,7 @@ export const sealedCanonicalFrom = (q: Queryable, fromSeq: number, limit: number
 /** The seal from seq `fromSeq` on with its records' columns: `present` is false where the record row is gone. */
 export const sealedRowsFrom = (q: Queryable, fromSeq: number, limit: number) => query<SealedRow>(q, S.sealedFrom, [fromSeq, limit]);
 
-/** What the sealer has taken, as consumedIds reads it: up to `upper`, less the rest of an unfinished pair. */
+/** What the sealer has taken, as firstUnsealedTaken reads it: up to `upper`, less the rest of an unfinished pair. */
 export interface Consumed {
   upper: LowerBound;
   unfinished: { lower: LowerBound; afterId: number } | null;
@@ -205,9 +208,14 @@ function boundParams(b: LowerBound | undefined): [SnapshotText | null, string | 
   return 'snapshot' in b ? [b.snapshot, null, null] : [null, b.xact, b.id];
 }
 
-/** Ids in [fromId, toId) of records the sealer's position says it has taken: each must be sealed. */
-export const consumedIds = async (q: Queryable, fromId: number, toId: number, c: Consumed) =>
-  (await query<{ id: number }>(q, S.consumedIds, [fromId, toId, ...boundParams(c.upper), ...boundParams(c.unfinished?.lower), c.unfinished?.afterId ?? null])).map((r) => r.id);
+/**
+ * The first record in [fromId, fromId + 8·sealed.length) that the sealer's position says it has
+ * taken and whose bit in `sealed` (that range's seal, least significant bit first) is not set.
+ */
+export const firstUnsealedTaken = async (q: Queryable, fromId: number, sealed: Uint8Array, c: Consumed) =>
+  (await query<{ id: number }>(q, S.firstUnsealedTaken, [
+    fromId, fromId + sealed.length * 8, ...boundParams(c.upper), ...boundParams(c.unfinished?.lower), c.unfinished?.afterId ?? null, Buffer.from(sealed.buffer, sealed.byteOffset, sealed.length),
+  ]))[0]?.id;
 
 /** The narrowest stored partial tile of (level, index) that is not a prefix of `tile`, if any. */
 export const badPartialTile = async (q: Queryable, level: number, index: number, tile: Buffer) =>

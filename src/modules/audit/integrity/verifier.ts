@@ -7,7 +7,7 @@ import type { Queryable } from '../../../db/database.js';
 import { checkCheckpoint } from './checkpoint-check.js';
 import { nextPair } from '../../../db/commit-order.js';
 import {
-  badPartialTile, checkpointsAfter, consumedIds, fullTilesFrom, lastSealBatch, latestCheckpoint, maxRecordId, sealedCanonicalFrom, signingKeys, tileBeyond,
+  badPartialTile, checkpointsAfter, firstUnsealedTaken, fullTilesFrom, lastSealBatch, latestCheckpoint, maxRecordId, sealedCanonicalFrom, signingKeys, tileBeyond,
   type CheckpointRow, type Consumed, type SealBatchRow, type SealedCanonicalRow, type TileRow,
 } from './evidence.repository.js';
 import { asHash, type Hash } from './merkle.js';
@@ -72,6 +72,7 @@ export interface ReadPlan {
 const DEFAULT_READS: ReadPlan = { chunk: 2000, ahead: 1 };
 
 const CHECKPOINT_PAGE = 1000;
+/** Ids per look for a taken record without a seal: a 12.5 KB bitmap, a short statement (PGlite answers between them). */
 const ID_RANGE = 100_000;
 const TILE_PAGE = 64;
 
@@ -305,11 +306,17 @@ function consumedBy(last: SealBatchRow): Consumed {
   return { upper, unfinished: pair.upper !== null ? { lower: pair.lower, afterId: pair.afterId } : null };
 }
 
-/** The first record the sealer's position says it took that has no seal. */
+/**
+ * The first record the sealer's position says it took that has no seal. PostgreSQL looks, given
+ * the seal's ids a range at a time as a bitmap: reading every id into Node instead made an object
+ * per record that outlived the young generation, 140 MB of old-generation garbage on 1.9 million
+ * records, which the export after a verification then carried as its own RSS.
+ */
 async function unsealedTaken(db: Queryable, consumed: Consumed, sealed: IdSet): Promise<number | undefined> {
   const maxId = await maxRecordId(db);
-  for (let from = 1; from <= maxId; from += ID_RANGE) {
-    for (const id of await consumedIds(db, from, from + ID_RANGE, consumed)) if (!sealed.has(id)) return id;
+  for (let from = 0; from <= maxId; from += ID_RANGE) {
+    const found = await firstUnsealedTaken(db, from, sealed.bitmap(from, ID_RANGE), consumed);
+    if (found !== undefined) return found;
   }
   return undefined;
 }
@@ -342,6 +349,17 @@ class IdSet {
     if (id >= 2 ** 32 || id < 0) return this.far.has(id);
     const byte = Math.floor(id / 8);
     return byte < this.bits.length && (this.bits[byte]! & (1 << (id % 8))) !== 0;
+  }
+
+  /** The set's ids in [from, from + count) as a bitmap (bit i, least significant first, is id from + i); both multiples of 8. */
+  bitmap(from: number, count: number): Uint8Array {
+    const out = new Uint8Array(count / 8);
+    if (from + count <= 2 ** 32) {
+      out.set(this.bits.subarray(Math.min(from / 8, this.bits.length), Math.min((from + count) / 8, this.bits.length)));
+    } else {
+      for (let id = from; id < from + count; id++) if (this.has(id)) out[(id - from) >> 3]! |= 1 << ((id - from) & 7);
+    }
+    return out;
   }
 }
 
