@@ -118,7 +118,7 @@ function runCli(root, args, env) {
 
 /**
  * h: { root, url (owner database URL), dataDir, serverEnv, startTeamlog(env, port), stop(child), measure(server, spec, duration),
- *      settle(), rssSampler(pid), log, token, projectId, adminToken, rounds, evidenceRuns, duration, warmup, tmp }
+ *      settle(), rssSampler({ name: pid }), log, token, projectId, adminToken, rounds, evidenceRuns, duration, warmup, tmp }
  */
 export async function auditEvidenceBench(h) {
   const results = {};
@@ -186,7 +186,7 @@ export async function auditEvidenceBench(h) {
   // the two, which the server then did not have.
   const countExport = (format, encoding) =>
     new Promise((resolve, reject) => {
-      const sampler = h.rssSampler(server.child.pid);
+      const sampler = h.rssSampler({ server: server.child.pid });
       const cpu = cpuReading();
       const started = Date.now();
       const req = http.get(`${base}/api/v1/audit-logs/export?format=${format}`, { headers: { ...auth, 'accept-encoding': encoding } }, (res) => {
@@ -209,7 +209,7 @@ export async function auditEvidenceBench(h) {
           const seconds = (Date.now() - started) / 1000;
           // NDJSON: every line but the checkpoint's is a record; CSV: every line but the header (CRLF ends each).
           const records = newlines - 1;
-          resolve({ records, seconds, per_second: Math.round(records / seconds), cpu_us_per_record: cpuPerRecord(cpu, records), mb: Math.round(bytes / 1048576), wire_mb: Math.round(wire / 1048576), server_peak_rss_mb: Math.round(sampler.stop() / 1048576), encoding });
+          resolve({ records, seconds, per_second: Math.round(records / seconds), cpu_us_per_record: cpuPerRecord(cpu, records), mb: Math.round(bytes / 1048576), wire_mb: Math.round(wire / 1048576), server_peak_rss_mb: Math.round(sampler.stop().server / 1024), encoding });
         });
       });
       req.on('error', reject);
