@@ -25,6 +25,8 @@ export interface BackgroundLoopOptions {
   lingerMs?: number;
   /** The safety net: a round this often whatever happens (default: none). */
   pollMs?: number;
+  /** Told just before each poll's wake, so that a round can tell the poll (work nobody announced may be there) from a wake. */
+  onPoll?: () => void;
   /** The first wait after 'held', doubling up to maxRetryMs; a wake may cut it short (new work may be takeable). */
   firstRetryMs?: number;
   maxRetryMs?: number;
@@ -66,7 +68,10 @@ export class BackgroundLoop {
     if (!this.stopped) return;
     this.stopped = false;
     if (this.o.pollMs) {
-      this.poll = setInterval(() => this.wake(), this.o.pollMs);
+      this.poll = setInterval(() => {
+        this.o.onPoll?.();
+        this.wake();
+      }, this.o.pollMs);
       this.poll.unref();
     }
     this.runNow();

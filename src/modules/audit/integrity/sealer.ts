@@ -120,37 +120,46 @@ export function createSealing(opts: SealerOptions): Sealing {
       insertTiles(tx, [...full, ...next.changedSince(size)]);
       tx.afterCommit(() => {
         tree.adopt(next);
-        checkpointer.wake();
+        // A checkpointer waiting for its interval has nothing to do before then, however much is sealed.
+        if (!checkpointWaiting) checkpointer.wake();
         opts.onSealed?.();
       });
       return rows.length >= BATCH ? 'more' : 'idle';
     }),
   });
 
+  /** The checkpointer's last round ended waiting for a checkpoint to fall due (its timer is set). */
+  let checkpointWaiting = false;
+  const checkpointRound = guarded(async (tx) => {
+    const size = (await lastSealBatch(tx))?.next_seq ?? 0;
+    if (size === 0) return 'idle';
+    const latest = await latestCheckpoint(tx);
+    // After a rotation the newest checkpoint must be under the key this service holds: sign the head again at once.
+    const rotated = latest !== undefined && latest.key_id !== identity.keyId;
+    if (latest && latest.tree_size >= size && !rotated) return 'idle';
+    const dueAt = latest && !rotated ? Date.parse(latest.created_at) + checkpointIntervalMs : 0;
+    if (Date.now() < dueAt) return { afterMs: dueAt - Date.now() + 5 };
+    // The new checkpoint names the newest one (prev), and so vouches for it: only one signed by a
+    // key trusted from outside the database may be chained onto.
+    if (latest && !checkCheckpoint(latest.note, identity.trusted, { treeSize: latest.tree_size, rootHash: Buffer.from(latest.root_hash) }).ok) {
+      throw new TreeUnverifiable(`the newest checkpoint (${latest.id}) does not verify under a trusted key: tampering, or a key rotation without AUDIT_PREVIOUS_VERIFIER_KEYS`);
+    }
+    const edge = await tree.at(tx, size);
+    await checkStoredEdge(tx, edge);
+    insertCheckpoint(tx, makeCheckpoint(identity, size, edge.root(), latest));
+    tx.afterCommit(() => opts.onSealed?.());
+    return 'idle';
+  });
   const checkpointer = new BackgroundLoop({
     name: 'audit checkpointer',
     log,
     pollMs: POLL_MS,
-    round: guarded(async (tx) => {
-      const size = (await lastSealBatch(tx))?.next_seq ?? 0;
-      if (size === 0) return 'idle';
-      const latest = await latestCheckpoint(tx);
-      // After a rotation the newest checkpoint must be under the key this service holds: sign the head again at once.
-      const rotated = latest !== undefined && latest.key_id !== identity.keyId;
-      if (latest && latest.tree_size >= size && !rotated) return 'idle';
-      const dueAt = latest && !rotated ? Date.parse(latest.created_at) + checkpointIntervalMs : 0;
-      if (Date.now() < dueAt) return { afterMs: dueAt - Date.now() + 5 };
-      // The new checkpoint names the newest one (prev), and so vouches for it: only one signed by a
-      // key trusted from outside the database may be chained onto.
-      if (latest && !checkCheckpoint(latest.note, identity.trusted, { treeSize: latest.tree_size, rootHash: Buffer.from(latest.root_hash) }).ok) {
-        throw new TreeUnverifiable(`the newest checkpoint (${latest.id}) does not verify under a trusted key: tampering, or a key rotation without AUDIT_PREVIOUS_VERIFIER_KEYS`);
-      }
-      const edge = await tree.at(tx, size);
-      await checkStoredEdge(tx, edge);
-      insertCheckpoint(tx, makeCheckpoint(identity, size, edge.root(), latest));
-      tx.afterCommit(() => opts.onSealed?.());
-      return 'idle';
-    }),
+    round: async () => {
+      checkpointWaiting = false;
+      const outcome = await checkpointRound();
+      checkpointWaiting = typeof outcome === 'object' && refusal === undefined;
+      return outcome;
+    },
   });
 
   return {
