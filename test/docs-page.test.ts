@@ -6,7 +6,7 @@
 // database, so it runs in the PGlite pass only.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { after, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { useTestServer } from './helpers/harness.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, onPostgres } from './helpers/server.js';
@@ -48,22 +48,28 @@ async function execute(block: Locator): Promise<{ status: number; body: string }
   return { status, body };
 }
 
-test('the docs page, in headless Chromium', { skip }, async (t) => {
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
-  // Anything the page throws and any console error but a failed request's own report (the
-  // page shows those; a refused call is an answer here) fails the test: a blocked script or
-  // style (CSP) is one.
+// One page, visited step by step: each step is a test of its own (each held to the time a test
+// may take), run in order on the state the one before it left.
+describe('the docs page, in headless Chromium', { skip }, () => {
+  let page: Page;
+  /** Anything the page throws and any console error but a failed request's own report. */
   const problems: string[] = [];
-  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-  page.on('console', (m) => {
-    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console: ${m.text()}`);
+
+  before(async () => {
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
+    // The page shows a failed request's own report (a refused call is an answer here); anything
+    // else fails the last test: a blocked script or style (CSP) is one.
+    page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+    page.on('console', (m) => {
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console: ${m.text()}`);
+    });
   });
 
-  await t.test('/ leads to /docs, titled Teamlog API', async () => {
+  test('/ leads to /docs, titled Teamlog API', async () => {
     const res = await fetch(`${h.server.url}/`, { redirect: 'manual' });
     assert.equal(res.status, 302);
     assert.equal(res.headers.get('location'), '/docs');
@@ -75,7 +81,7 @@ test('the docs page, in headless Chromium', { skip }, async (t) => {
   });
 
   let token = '';
-  await t.test('logs in through "Try it out", whose example body is a well-formed login', async () => {
+  test('logs in through "Try it out", whose example body is a well-formed login', async () => {
     const login = await openOperation(page, 'auth', 'login');
     const body = login.locator('textarea.body-param__text');
     // The example as the page fills it in: a login of a user this server does not have.
@@ -91,7 +97,7 @@ test('the docs page, in headless Chromium', { skip }, async (t) => {
     assert.ok(token.split('.').length === 3, 'an access token (a JWT)');
   });
 
-  await t.test('authorizes with the token and runs a call: 200', async () => {
+  test('authorizes with the token and runs a call: 200', async () => {
     await page.locator('.auth-wrapper button.authorize').click();
     const dialog = page.locator('.dialog-ux .modal-ux');
     await dialog.locator('input').first().fill(token);
@@ -100,21 +106,23 @@ test('the docs page, in headless Chromium', { skip }, async (t) => {
     await assertProfileAnswers(page);
   });
 
-  await t.test('an example filled in by the page is a request the API accepts (POST /projects: 201)', async () => {
+  test('an example filled in by the page is a request the API accepts (POST /projects: 201)', async () => {
     const create = await openOperation(page, 'projects', 'createProject');
     const answer = await execute(create);
     assert.equal(answer.status, 201, answer.body);
     assert.equal((JSON.parse(answer.body) as { name: string }).name, 'Website relaunch');
   });
 
-  await t.test('after a reload the token is still there', async () => {
+  test('after a reload the token is still there', async () => {
     await page.reload();
     await page.locator('.swagger-ui .info .title').waitFor();
     assert.ok(await page.locator('.auth-wrapper button.authorize.locked').count(), 'the Authorize button shows the lock closed');
     await assertProfileAnswers(page);
   });
 
-  assert.deepEqual(problems, []);
+  test('the page threw nothing and logged no error', () => {
+    assert.deepEqual(problems, []);
+  });
 });
 
 /** GET /profile from the page answers 200 with the ADMIN. */
