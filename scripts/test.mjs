@@ -188,8 +188,10 @@ function runPass(kind, files, env = {}) {
         ? readFileSync(clockFile, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line))
         : [];
       rmSync(clockFile, { force: true });
-      const slow = tests.filter((t) => t.ms > TEST_LIMIT_MS).sort((a, b) => b.ms - a.ms);
-      resolve({ kind, code: code ?? 1, counts, slow, clocked });
+      const slow = tests.filter((t) => !t.suite && t.ms > TEST_LIMIT_MS).sort((a, b) => b.ms - a.ms);
+      // Those cancelled with their file are counted apart ("cancelled"), not repeated here.
+      const failed = tests.filter((t) => t.failure !== undefined && !/cancelled/.test(t.failure));
+      resolve({ kind, code: code ?? 1, counts, slow, failed, clocked });
     });
   });
 }
@@ -299,6 +301,13 @@ for (const [name, r] of results) {
   const c = r.counts;
   const slow = r.slow.length > 0 ? `, ${r.slow.length} over ${TEST_LIMIT_MS / 1000} s` : '';
   console.log(`${name}: ${shown(c.pass)} passed, ${shown(c.fail)} failed, ${shown(c.cancelled)} cancelled, ${shown(c.skipped)} skipped${c.todo ? `, ${c.todo} todo` : ''}${slow} (exit ${r.code})`);
+}
+// Each failed test again, with what it failed with: a CI log may keep only its end.
+for (const [name, r] of results) {
+  for (const t of r.failed) {
+    const what = t.suite ? `${sourceFile(t.file)} "${t.name}" (a hook of this suite)` : where(t);
+    console.log(`✖ ${name}: ${what}\n${t.failure.replace(/^/gm, '    ')}`);
+  }
 }
 const failures = results.flatMap(([name, r]) => problems(r).map((p) => `${name}: ${p}`));
 if (skippedPostgres) {
