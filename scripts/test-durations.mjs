@@ -13,7 +13,7 @@ export default async function* durations(source) {
     if (name === file) continue;
     // A suite fails on its own only through a hook (its tests report themselves): kept, untimed.
     if (details?.type === 'suite') {
-      if (event.type === 'test:fail') yield `${JSON.stringify({ file, name, suite: true, ms: 0, failure: failure(details.error) })}\n`;
+      if (event.type === 'test:fail' && details.error?.failureType === 'hookFailed') yield `${JSON.stringify({ file, name, suite: true, ms: 0, failure: failure(details.error) })}\n`;
       continue;
     }
     const line = { file, name, ms: details?.duration_ms ?? 0 };

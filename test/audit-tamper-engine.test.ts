@@ -31,7 +31,7 @@ import { makeCheckpoint } from '../src/modules/audit/integrity/sealer.js';
 import { formatVerifierKey, loadEd25519PrivateKey, noteSigner, parseVerifierKey, publicKeyPem, type NoteVerifier } from '../src/modules/audit/integrity/signed-note.js';
 import { RightEdge } from '../src/modules/audit/integrity/tiles.js';
 import { verifyDatabase } from '../src/modules/audit/integrity/verifier.js';
-import { assertBad, assertOk, behindTheBack, buildLog, committed, deleteRecord, layout, type Layout, rolledBack, verifyRoute } from './helpers/audit-log.js';
+import { assertBad, assertOk, behindTheBack, buildLog, committed, deleteRecord, layout, type Layout, rolledBack, settled, verifyRoute } from './helpers/audit-log.js';
 import { useTestServer } from './helpers/harness.js';
 import { TEST_SIGNING_KEY } from './helpers/server.js';
 
@@ -51,6 +51,15 @@ const swapContents = (q: Queryable, a: number, b: number) =>
      FROM (SELECT * FROM audit_log WHERE id IN ($1, $2)) s
      WHERE t.id IN ($1, $2) AND s.id <> t.id`,
     [a, b],
+  );
+
+/** n records as the service writes them (no tampering), in the caller's transaction. */
+const insertRecords = (q: Queryable, n: number, requestIdPrefix: string) =>
+  q.query<AuditRow>(
+    `INSERT INTO audit_log AS a (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+     SELECT NULL, 'CREATE_PROJECT', 'PROJECT', NULL, 'SUCCESS', '{}', NULL, NULL, $2 || '-' || g FROM generate_series(1, $1::int) g
+     RETURNING ${RECORD_COLUMNS}`,
+    [n, requestIdPrefix],
   );
 
 /** A record with a given id and an old transaction (xact_id 1): among the sealed ones in commit order. */
@@ -131,14 +140,9 @@ async function sealNewRecords(q: Queryable, service: LogIdentity, n: number): Pr
   const ids: number[] = [];
   const leaves: Hash[] = [];
   const full = [];
-  for (let i = 0; i < n; i++) {
-    const [row] = await q.query<AuditRow>(
-      `INSERT INTO audit_log AS a (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
-       VALUES (NULL, 'CREATE_PROJECT', 'PROJECT', NULL, 'SUCCESS', '{}', NULL, NULL, $1) RETURNING ${RECORD_COLUMNS}`,
-      [`while-verifying-${i}`],
-    );
-    const leaf = recordLeaf(sealedForm(row!));
-    ids.push(row!.id);
+  for (const row of (await insertRecords(q, n, 'while-verifying')).sort((a, b) => a.id - b.id)) {
+    const leaf = recordLeaf(sealedForm(row));
+    ids.push(row.id);
     leaves.push(leaf);
     full.push(...edge.append(leaf).full);
   }
@@ -172,6 +176,11 @@ describe('each tamper, in a rolled-back transaction, caught by the verification 
     const [unused] = await h.server.owner.query<{ id: number }>("SELECT nextval(pg_get_serial_sequence('audit_log', 'id'))::int AS id");
     unusedId = unused!.id;
     await buildLog(h.server, h.admin, [4, 4, 4]);
+    // Three records committed together, so sealed in one batch: a checkpoint with records after
+    // it and none at the next seq, whatever the pace of the requests above (on a slow machine
+    // each of them can be sealed and signed alone, a checkpoint at every size).
+    await h.server.owner.transaction((tx) => insertRecords(tx, 3, 'one-batch'));
+    await settled(h.server, h.admin);
     L = await layout(h.server.owner);
     // The anchor is the service's key as it publishes it.
     const keys = await h.admin.client.get<Array<{ key_id: string; note_verifier_key: string }>>('/api/v1/audit-logs/public-keys', { token: h.admin.token });
