@@ -1,8 +1,8 @@
-// A node:test reporter for scripts/test.mjs: one JSON line per test that ended (whole files, and
-// suites but those a hook failed, left out), with its file, name and duration, so that the run can hold every test
-// to the time a test may take and name the ones over it; a failed one also carries what it
-// failed with, so that the run's closing summary (the part of a CI log that is always kept)
-// says why, not only which.
+// A node:test reporter for scripts/test.mjs: one JSON line per test that ended (whole files left
+// out, and suites unless a hook failed them), with its file, name and duration, so that the run
+// can hold every test to the time a test may take and name the ones over it. A failed one also
+// carries what it failed with, so that the run's closing summary (the part of a CI log that is
+// always kept) says why, not only which.
 const MAX_FAILURE_CHARS = 1500;
 
 export default async function* durations(source) {
@@ -13,11 +13,13 @@ export default async function* durations(source) {
     if (name === file) continue;
     // A suite fails on its own only through a hook (its tests report themselves): kept, untimed.
     if (details?.type === 'suite') {
-      if (event.type === 'test:fail' && details.error?.failureType === 'hookFailed') yield `${JSON.stringify({ file, name, suite: true, ms: 0, failure: failure(details.error) })}\n`;
+      if (event.type === 'test:fail' && details.error?.failureType === 'hookFailed') {
+        yield `${JSON.stringify({ file, name, suite: true, ms: 0, failureType: 'hookFailed', failure: failure(details.error) })}\n`;
+      }
       continue;
     }
     const line = { file, name, ms: details?.duration_ms ?? 0 };
-    if (event.type === 'test:fail') line.failure = failure(details?.error);
+    if (event.type === 'test:fail') Object.assign(line, { failureType: details?.error?.failureType, failure: failure(details?.error) });
     yield `${JSON.stringify(line)}\n`;
   }
 }
@@ -27,6 +29,6 @@ function failure(err) {
   const cause = err?.cause ?? err;
   const full = cause instanceof Error ? (cause.stack ?? `${cause.name}: ${cause.message}`) : String(cause);
   // The runner's own frames say nothing about the test.
-  const text = full.split('\n').filter((l) => !/^\s+at .*\((node:|node:internal)|^\s+at node:/.test(l)).join('\n');
+  const text = full.split('\n').filter((l) => !/^\s+at (.*\()?node:/.test(l)).join('\n');
   return text.length > MAX_FAILURE_CHARS ? `${text.slice(0, MAX_FAILURE_CHARS)}…` : text;
 }

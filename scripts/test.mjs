@@ -189,8 +189,8 @@ function runPass(kind, files, env = {}) {
         : [];
       rmSync(clockFile, { force: true });
       const slow = tests.filter((t) => !t.suite && t.ms > TEST_LIMIT_MS).sort((a, b) => b.ms - a.ms);
-      // Those cancelled with their file are counted apart ("cancelled"), not repeated here.
-      const failed = tests.filter((t) => t.failure !== undefined && !/cancelled/.test(t.failure));
+      // Those cut short with their file are counted apart ("cancelled"), not repeated here.
+      const failed = tests.filter((t) => t.failure !== undefined && t.failureType !== 'cancelledByParent');
       resolve({ kind, code: code ?? 1, counts, slow, failed, clocked });
     });
   });
