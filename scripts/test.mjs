@@ -197,7 +197,7 @@ function runPass(kind, files, env = {}) {
 }
 
 // No line: the reporter's lines are the compiled file's.
-const where = (t) => `${t.file ? sourceFile(t.file) : '?'} "${t.name}" (${(t.ms / 1000).toFixed(1)} s)`;
+const where = (t) => `${t.file ? sourceFile(t.file) : '?'} "${t.name}" (${t.suite ? 'a hook of this suite' : `${(t.ms / 1000).toFixed(1)} s`})`;
 
 /** Why a pass failed, in words; none: it passed. */
 function problems(r) {
@@ -304,10 +304,7 @@ for (const [name, r] of results) {
 }
 // Each failed test again, with what it failed with: a CI log may keep only its end.
 for (const [name, r] of results) {
-  for (const t of r.failed) {
-    const what = t.suite ? `${sourceFile(t.file)} "${t.name}" (a hook of this suite)` : where(t);
-    console.log(`✖ ${name}: ${what}\n${t.failure.replace(/^/gm, '    ')}`);
-  }
+  for (const t of r.failed) console.log(`✖ ${name}: ${where(t)}\n${t.failure.replace(/^/gm, '    ')}`);
 }
 const failures = results.flatMap(([name, r]) => problems(r).map((p) => `${name}: ${p}`));
 if (skippedPostgres) {
