@@ -740,13 +740,18 @@ async function waitForQuietMachine() {
 async function startServers(run) {
   // ACCESS_TOKEN_TTL: a socket is disconnected when its access token expires (15 min by
   // default); the full run with its logins can come near that, so the tokens last an hour.
+  // The malloc settings are the README's, as bench/run.mjs uses them. Without a fixed mmap
+  // threshold, glibc raises it to the size of the first large block freed: after the logins'
+  // scrypt (16 MB each) those blocks came from the heap and stayed resident for a while, and the
+  // RSS with no socket read higher than with 1,000 (a negative figure per connection).
+  const malloc = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' };
   const env = {
     DATABASE_URL: dbUrl(DB_NAME), DATA_DIR: run.dataDir, JWT_SECRET, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password,
-    RATE_LIMIT_PER_MINUTE: '0', LOG_LEVEL: 'warn', MALLOC_ARENA_MAX: '2', ACCESS_TOKEN_TTL: '3600', REDIS_URL: '', TRUST_PROXY: '127.0.0.1/32',
+    RATE_LIMIT_PER_MINUTE: '0', LOG_LEVEL: 'warn', ...malloc, ACCESS_TOKEN_TTL: '3600', REDIS_URL: '', TRUST_PROXY: '127.0.0.1/32',
   };
   const teamlogFlags = [`--inspect-port=127.0.0.1:${PORTS.teamlogInspector}`, ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${run.profileDir}`] : [])];
   run.teamlogChild = await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), env, PORTS.teamlog, { readyPath: '/health/ready', flags: teamlogFlags });
-  run.bareChild = await startProcess('bare', path.join(ROOT, 'bench/baseline/socketio.mjs'), { MALLOC_ARENA_MAX: '2' }, PORTS.bare, { readyPath: '/health', flags: [`--inspect-port=127.0.0.1:${PORTS.bareInspector}`] });
+  run.bareChild = await startProcess('bare', path.join(ROOT, 'bench/baseline/socketio.mjs'), malloc, PORTS.bare, { readyPath: '/health', flags: [`--inspect-port=127.0.0.1:${PORTS.bareInspector}`] });
   run.pids = { teamlog: run.teamlogChild.pid, bare: run.bareChild.pid };
   ours.pids = [run.pids.teamlog, run.pids.bare];
   run.sampler = rssSampler(run.pids);
@@ -796,7 +801,7 @@ async function measureIdleMemory(teamlog, bare, pids, tokens) {
     log(`${target.label}: RSS ${kb(m.idle.rss_kb)} MB with ${target.alive} idle sockets: ${m.rss_kb_per_connection} KB per connection (heap ${m.heap_kb_per_connection} KB)`);
   }
   return {
-    memory: { measure: 'memory per idle connection', clients: CLIENTS, ...memory, ratio_rss_per_connection: ratio(memory.teamlog.rss_kb_per_connection, memory.bare.rss_kb_per_connection) },
+    memory: { measure: 'memory per idle connection', clients: CLIENTS, ...memory, ratio_rss_per_connection: memory.teamlog.rss_kb_per_connection > 0 && memory.bare.rss_kb_per_connection > 0 ? ratio(memory.teamlog.rss_kb_per_connection, memory.bare.rss_kb_per_connection) : null },
     connect: { measure: 'connect', ...connect },
   };
 }
@@ -952,15 +957,18 @@ async function main() {
 
 function writeReport(results) {
   const { memory, connect, paced, saturated, integrity: integ, replay, summary } = results;
+  // RSS that fell while the sockets connected is not a cost per connection: memory held at the
+  // first reading was given back meanwhile. Shown as such, not as a negative figure.
+  const perConnection = (v) => (v < 0 ? `— (RSS fell by ${-v} KB per socket: not measured)` : `**${v}**`);
   const memRow = (name, m) =>
-    `| ${name} | ${m.clients} | ${kb(m.idle0.rss_kb)} | ${kb(m.idle.rss_kb)} | **${m.rss_kb_per_connection}** | ${num(m.heap_kb_per_connection)} | ${num(m.external_kb_per_connection)} | ${m.idle.gc ? 'yes' : 'no'} |`;
+    `| ${name} | ${m.clients} | ${kb(m.idle0.rss_kb)} | ${kb(m.idle.rss_kb)} | ${perConnection(m.rss_kb_per_connection)} | ${num(m.heap_kb_per_connection)} | ${num(m.external_kb_per_connection)} | ${m.idle.gc ? 'yes' : 'no'} |`;
   const integRow = (name, i) =>
     `| ${name} | ${i.clients_connected} | ${i.connect_errors} | ${i.disconnects} | ${i.messages_sent} | ${i.trigger_errors} | ${i.clients_that_missed} (${i.deliveries_missed} deliveries) | ${i.clients_with_duplicates} (${i.duplicate_deliveries}) |`;
   const md = [
     `# Real-time benchmark${summary.quick ? ' (quick)' : ''}`,
     '',
     `Machine: ${summary.machine}. ${summary.at.slice(0, 10)}; the run took ${summary.duration_s} s.`,
-    `Teamlog: \`node dist/server.js\`, server mode on a fresh \`${DB_NAME}\` PostgreSQL database, one instance (no REDIS_URL), LOG_LEVEL=warn, MALLOC_ARENA_MAX=2, RATE_LIMIT_PER_MINUTE=0, ACCESS_TOKEN_TTL=3600 (so no socket reaches its token's expiry during the run), TRUST_PROXY=127.0.0.1/32 (each user logs in from an X-Forwarded-For address of its own, as bench/run.mjs does). The ceiling: \`bench/baseline/socketio.mjs\`, a bare Socket.IO ${'4'} server on node:http (same Socket.IO package and options, no auth, no presence, no database) that sends each message with \`io.emit\`.`,
+    `Teamlog: \`node dist/server.js\`, server mode on a fresh \`${DB_NAME}\` PostgreSQL database, one instance (no REDIS_URL), LOG_LEVEL=warn, MALLOC_ARENA_MAX=2 and MALLOC_MMAP_THRESHOLD_=131072 (the README's; the ceiling runs with them too), RATE_LIMIT_PER_MINUTE=0, ACCESS_TOKEN_TTL=3600 (so no socket reaches its token's expiry during the run), TRUST_PROXY=127.0.0.1/32 (each user logs in from an X-Forwarded-For address of its own, as bench/run.mjs does). The ceiling: \`bench/baseline/socketio.mjs\`, a bare Socket.IO ${'4'} server on node:http (same Socket.IO package and options, no auth, no presence, no database) that sends each message with \`io.emit\`.`,
     `Clients: ${summary.clients} socket.io-client sockets per server (\`transports: ['websocket']\`, no reconnection), all in this one benchmark process, connected ${CONNECT_CONCURRENCY} at a time; for Teamlog, one user per socket (${summary.clients} users created in SQL with one password hash, each logged in through \`POST /api/v1/auth/login\`: ${summary.login_seconds} s), every socket in \`general\`. Every message has a ${summary.text_length}-character text naming it, so each delivery is matched to its message and its client.`,
     '',
     '## Fan-out of one message to every client',
