@@ -7,6 +7,16 @@ import pg from 'pg';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * The malloc settings the README recommends on glibc, for every server a benchmark starts.
+ * MALLOC_ARENA_MAX=2: without it each thread-pool thread that hashes a password keeps an arena
+ * of its own (~50 MB more RSS at peak). MALLOC_MMAP_THRESHOLD_=131072: without it what an export
+ * frees stays resident in the malloc heap (~20 MB more), and glibc raises its threshold to the
+ * first large block freed, so the logins' 16 MB scrypt blocks stayed resident for a while after
+ * them (the real-time run read a negative RSS per connection).
+ */
+export const MALLOC_ENV = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' };
+
 /** Runs `fn` with a connection of its own to `url`, closed after. */
 export async function withClient(url, fn) {
   const c = new pg.Client({ connectionString: url });

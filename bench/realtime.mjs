@@ -26,7 +26,7 @@ import pg from 'pg';
 import { io as connectSocket } from 'socket.io-client';
 import WebSocket from 'ws';
 import { CLOCK_TICKS, cpuMeter, cpuMicros, postgresCpu as pgCpu, postgresCpuSince as pgCpuSince } from './cpu.mjs';
-import { children, login, rssKb, rssSampler, sleep, startProcess, stop } from './lib.mjs';
+import { MALLOC_ENV, children, login, rssKb, rssSampler, sleep, startProcess, stop } from './lib.mjs';
 
 const args = process.argv.slice(2);
 const QUICK = args.includes('--quick');
@@ -759,18 +759,14 @@ async function waitForQuietMachine() {
 async function startServers(run) {
   // ACCESS_TOKEN_TTL: a socket is disconnected when its access token expires (15 min by
   // default); the full run with its logins can come near that, so the tokens last an hour.
-  // The malloc settings are the README's, as bench/run.mjs uses them. Without a fixed mmap
-  // threshold, glibc raises it to the size of the first large block freed: after the logins'
-  // scrypt (16 MB each) those blocks came from the heap and stayed resident for a while, and the
-  // RSS with no socket read higher than with 1,000 (a negative figure per connection).
-  const malloc = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' };
+  // MALLOC_ENV: the README's malloc settings, for both servers (lib.mjs says why).
   const env = {
     DATABASE_URL: dbUrl(DB_NAME), DATA_DIR: run.dataDir, JWT_SECRET, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password,
-    RATE_LIMIT_PER_MINUTE: '0', LOG_LEVEL: 'warn', ...malloc, ACCESS_TOKEN_TTL: '3600', REDIS_URL: '', TRUST_PROXY: '127.0.0.1/32',
+    RATE_LIMIT_PER_MINUTE: '0', LOG_LEVEL: 'warn', ...MALLOC_ENV, ACCESS_TOKEN_TTL: '3600', REDIS_URL: '', TRUST_PROXY: '127.0.0.1/32',
   };
   const teamlogFlags = [`--inspect-port=127.0.0.1:${PORTS.teamlogInspector}`, ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${run.profileDir}`] : [])];
   run.teamlogChild = await startProcess('teamlog', path.join(ROOT, 'dist/server.js'), env, PORTS.teamlog, { readyPath: '/health/ready', flags: teamlogFlags });
-  run.bareChild = await startProcess('bare', path.join(ROOT, 'bench/baseline/socketio.mjs'), malloc, PORTS.bare, { readyPath: '/health', flags: [`--inspect-port=127.0.0.1:${PORTS.bareInspector}`] });
+  run.bareChild = await startProcess('bare', path.join(ROOT, 'bench/baseline/socketio.mjs'), MALLOC_ENV, PORTS.bare, { readyPath: '/health', flags: [`--inspect-port=127.0.0.1:${PORTS.bareInspector}`] });
   run.pids = { teamlog: run.teamlogChild.pid, bare: run.bareChild.pid };
   ours.pids = [run.pids.teamlog, run.pids.bare];
   run.sampler = rssSampler(run.pids);

@@ -21,7 +21,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { auditEvidenceBench, auditEvidenceMarkdown, waitSealed, waitSealedHttp } from './audit-evidence.mjs';
 import { cpuMeter as meterCpu } from './cpu.mjs';
-import { login, rssSampler, startProcess, stop, withClient } from './lib.mjs';
+import { MALLOC_ENV, login, rssSampler, startProcess, stop, withClient } from './lib.mjs';
 import { explainSearch, measureSearch, searchQueries, searchTable, seedSearchDatabase } from './search.mjs';
 import { installWalInspect, writeCost, writeCostText, writeCounters } from './write-cost.mjs';
 
@@ -588,16 +588,13 @@ async function main() {
   const results = [];
   let sealingAtStart;
   let evidence;
-  // MALLOC_ARENA_MAX=2, MALLOC_MMAP_THRESHOLD_=131072: the production settings the README
-  // recommends on glibc (without the first each thread-pool thread that hashes a password keeps
-  // its own arena, ~50 MB more RSS at peak; without the second what the export frees stays
-  // resident in the malloc heap after use, ~20 MB more).
+  // MALLOC_ENV: the production settings the README recommends on glibc (lib.mjs says why).
   // RATE_LIMIT_PER_MINUTE: high enough that the general limit never refuses the load, so that
   // its counting is measured with the rest while every answer is the route's own.
   // AUDIT_SIGNING_KEY: every instance the benchmark starts on a database signs with one key.
   const { generateEd25519PrivateKeyPem } = await import(path.join(ROOT, 'dist/modules/audit/integrity/signed-note.js'));
   const serverEnv = {
-    JWT_SECRET, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, LOG_LEVEL: 'warn', TRUST_PROXY: '127.0.0.1/32', MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072',
+    JWT_SECRET, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, LOG_LEVEL: 'warn', TRUST_PROXY: '127.0.0.1/32', ...MALLOC_ENV,
     RATE_LIMIT_PER_MINUTE: '10000000', AUDIT_SIGNING_KEY: generateEd25519PrivateKeyPem(),
     // The benchmark logs in once and works for longer than the default 15 minutes of a token.
     ACCESS_TOKEN_TTL: '14400',
