@@ -9,10 +9,13 @@ import { useTestServer } from './helpers/harness.js';
 
 const h = useTestServer();
 /**
- * Records appended behind the service's back, each with 3 KB of metadata: some 40 MB of NDJSON,
- * far more than the loopback socket buffers hold (several MB), so the server really waits.
+ * Records appended behind the service's back, each with 3 KB of metadata: some 80 MB of NDJSON
+ * (a line holds the metadata twice), more than twice what the loopback socket buffers can hold,
+ * so the server really waits. Those buffers grow with the kernel's TCP settings: on a VM whose
+ * tcp_rmem allows 32 MB, 6,000 records (40 MB) nearly all fitted, and the demoted ADMIN
+ * received every one of them before the next block's check refused the rest.
  */
-const RECORDS = 6000;
+const RECORDS = 12_000;
 
 h.before(async () => {
   await h.server.owner.query(
