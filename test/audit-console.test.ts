@@ -297,7 +297,12 @@ test('the audit console, in headless Chromium', { skip }, async (t) => {
         const res = await route.fetch();
         const body = await res.json();
         c.change(body);
-        await route.fulfill({ response: res, json: body });
+        // A request the page dropped or repeated while this one was fetched is already settled
+        // (seen once on a slow VM: "Route is already handled!"); the subtest asserts on what the
+        // console shows, so only that case is let go.
+        await route.fulfill({ response: res, json: body }).catch((err: Error) => {
+          if (!/already handled/.test(err.message)) throw err;
+        });
       };
       await page.route(c.path, handler);
       try {
