@@ -240,10 +240,9 @@ async function seedDatabase(passwordHash) {
        SELECT 'rt' || g || '@bench.local', 'Realtime User ' || g, $1, 'USER' FROM generate_series(1, $2::int) g`,
       [passwordHash, CLIENTS],
     );
-    await c.query(`INSERT INTO users (email, name, password_hash, role) VALUES ('rt-sender@bench.local', 'Realtime Sender', $1, 'USER')`, [passwordHash]);
     await c.query(
       `INSERT INTO users (email, name, password_hash, role)
-       SELECT 'rt-sender' || g || '@bench.local', 'Realtime Sender ' || g, $1, 'USER' FROM generate_series(2, $2::int) g`,
+       SELECT 'rt-sender' || g || '@bench.local', 'Realtime Sender ' || g, $1, 'USER' FROM generate_series(1, $2::int) g`,
       [passwordHash, SENDERS],
     );
     await c.query('VACUUM (ANALYZE)');
@@ -781,8 +780,8 @@ async function logInUsers(base) {
     tokens[i] = await login(base, `rt${i + 1}@bench.local`, PASSWORD, i + 1);
     if ((i + 1) % 200 === 0) log(`  ${i + 1} logged in`);
   });
-  const senderTokens = [await login(base, 'rt-sender@bench.local', PASSWORD, 0)];
-  for (let k = 2; k <= SENDERS; k++) senderTokens.push(await login(base, `rt-sender${k}@bench.local`, PASSWORD, CLIENTS + k));
+  const senderTokens = [];
+  for (let k = 1; k <= SENDERS; k++) senderTokens.push(await login(base, `rt-sender${k}@bench.local`, PASSWORD, CLIENTS + k));
   const loginSeconds = (performance.now() - tLogin) / 1000;
   log(`logged in in ${loginSeconds.toFixed(1)} s (${(CLIENTS / loginSeconds).toFixed(0)}/s)`);
   return { tokens, senderTokens, loginSeconds };
@@ -891,7 +890,7 @@ async function measureReplay(base, teamlog, bare, pid) {
   closeClients(bare);
   await quiet(60_000);
   log(`replay: ${REPLAY_EVENTS} events missed by one client…`);
-  const authorId = await withDb(async (c) => (await c.query(`SELECT id FROM users WHERE email = 'rt-sender@bench.local'`)).rows[0].id);
+  const authorId = await withDb(async (c) => (await c.query(`SELECT id FROM users WHERE email = 'rt-sender1@bench.local'`)).rows[0].id);
   const lastEventId = await currentPosition(base);
   await sleep(500);
   const numberedIn = await produceMissedEvents(REPLAY_EVENTS, authorId);
