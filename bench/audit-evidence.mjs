@@ -1,8 +1,8 @@
 // The audit-evidence part of `npm run bench` (issue: audit log as evidence), run by bench/run.mjs
 // on the seeded server-mode database after the HTTP scenarios:
 //   1. sealing: how fast a fresh instance seals the seeded backlog (records/s);
-//   2. audited writes with sealing on ÷ sealing off (POST /tasks, alternating pairs of runs on
-//      an instance started with AUDIT_SEALING=on or off), and at that load the lag from a
+//   2. audited writes with sealing on ÷ sealing off (POST /tasks, pairs of short runs on two
+//      instances side by side, AUDIT_SEALING=on and off), and at that load the lag from a
 //      record's commit to its seal and to the first checkpoint covering it;
 //   3. verification records/s: GET /audit-logs/verify, `teamlog audit verify` on the database,
 //      and `teamlog audit verify --file` on an export (no database);
@@ -51,6 +51,17 @@ export async function waitSealed(url, log, { timeoutMs = 15 * 60_000 } = {}) {
     last = s.sealed;
     if (Date.now() - started > timeoutMs) throw new Error(`sealing did not catch up in ${timeoutMs / 1000} s (${s.sealed}/${s.records})`);
     await sleep(500);
+  }
+}
+
+/** Waits until every record is sealed (not yet checkpointed: the checkpointer signs every few seconds). */
+async function waitRecordsSealed(url, { timeoutMs = 5 * 60_000 } = {}) {
+  const started = Date.now();
+  for (;;) {
+    const s = await one(url, `SELECT (SELECT count(*) FROM audit_log)::int AS records, (${SEALED})::int AS sealed`);
+    if (s.sealed >= s.records) return;
+    if (Date.now() - started > timeoutMs) throw new Error(`sealing did not catch up in ${timeoutMs / 1000} s (${s.sealed}/${s.records})`);
+    await sleep(50);
   }
 }
 
@@ -117,8 +128,8 @@ function runCli(root, args, env) {
 }
 
 /**
- * h: { root, url (owner database URL), dataDir, serverEnv, startTeamlog(env, port), stop(child), measure(server, spec, duration),
- *      settle(), rssSampler({ name: pid }), log, token, projectId, adminToken, rounds, evidenceRuns, duration, warmup, tmp }
+ * h: { root, url (owner database URL), dataDir, serverEnv, startTeamlog(env, port, database?), twinDatabase(suffix), stop(child), measure(server, spec, duration),
+ *      settle(), rssSampler({ name: pid }), log, token, projectId, adminToken, rounds, sealingRunSeconds, evidenceRuns, duration, warmup, tmp }
  */
 export async function auditEvidenceBench(h) {
   const results = {};
@@ -126,34 +137,56 @@ export async function auditEvidenceBench(h) {
   const post = { method: 'POST', path: '/api/v1/tasks', headers: { authorization: `Bearer ${h.token}`, 'content-type': 'application/json' }, body: taskBody };
 
   // ── 2. sealing on ÷ off ────────────────────────────────────────────────────────────────
+  // Two instances side by side: one with AUDIT_SEALING=on on the benchmark's database, one with
+  // it off on a copy of it, so that the one seals none of the other's records. Then short runs
+  // on each in turn, the order reversed every other pair. This VM's speed drifts by a third over
+  // the half minute that separately started instances put between the two runs of a pair (pairs
+  // of 0.76× to 1.07× in one run, each pair of 10 s runs on instances started for it), more than
+  // sealing costs; runs of a few seconds back to back on warm instances see the machine as it
+  // was at that moment. Before each run the "on" instance has sealed everything, so that what it
+  // seals in a run is that run's records.
   h.log('audit evidence: POST /tasks with sealing on and off…');
+  const twin = await h.twinDatabase('sealing_off');
+  const sealingServers = {};
   const pairs = [];
   let lag;
-  for (let round = 0; round < h.rounds; round++) {
-    const order = round % 2 === 0 ? ['on', 'off'] : ['off', 'on'];
-    const pair = {};
-    for (const mode of order) {
-      const server = await h.startTeamlog({ AUDIT_SEALING: mode }, 3405);
-      try {
-        // What the last "off" run left unsealed is sealed now, before the clock starts.
-        if (mode === 'on') await waitSealed(h.url, h.log);
-        await h.settle();
-        await h.measure(server, post, h.warmup);
+  try {
+    sealingServers.on = await h.startTeamlog({ AUDIT_SEALING: 'on' }, 3405);
+    sealingServers.off = await h.startTeamlog({ AUDIT_SEALING: 'off' }, 3407, twin.name);
+    await h.settle();
+    await one(twin.url, 'VACUUM (ANALYZE)');
+    for (const mode of ['on', 'off']) await h.measure(sealingServers[mode], post, h.warmup);
+    await waitRecordsSealed(h.url);
+    for (let round = 0; round < h.rounds; round++) {
+      const pair = {};
+      for (const mode of round % 2 === 0 ? ['on', 'off'] : ['off', 'on']) {
         const { id: before } = await one(h.url, 'SELECT COALESCE(max(id), 0)::bigint AS id FROM audit_log');
-        pair[mode] = await h.measure(server, post, h.duration);
-        if (mode === 'on') {
+        pair[mode] = await h.measure(sealingServers[mode], post, h.sealingRunSeconds);
+        if (mode === 'on' && lag === undefined) {
+          // The first "on" run's records, once a checkpoint covers them too: the lag figures.
           await waitSealed(h.url, h.log);
-          lag ??= await sealLag(h.url, Number(before));
+          lag = await sealLag(h.url, Number(before));
+        } else if (mode === 'on') {
+          await waitRecordsSealed(h.url);
         }
-      } finally {
-        await h.stop(server.child);
       }
+      pairs.push({ ...pair, ratio: pair.on.rps / pair.off.rps });
+      h.log(`  pair ${round + 1}: on ${pair.on.rps.toFixed(0)} req/s, off ${pair.off.rps.toFixed(0)} req/s (×${(pair.on.rps / pair.off.rps).toFixed(2)})`);
     }
-    pairs.push({ ...pair, ratio: pair.on.rps / pair.off.rps });
-    h.log(`  round ${round + 1}: on ${pair.on.rps.toFixed(0)} req/s, off ${pair.off.rps.toFixed(0)} req/s (×${(pair.on.rps / pair.off.rps).toFixed(2)})`);
+    // The checkpoint lag above was measured before the next run's records were written; the
+    // rest of the benchmark starts from a log whose every record is sealed and checkpointed.
+    await waitSealed(h.url, h.log);
+  } finally {
+    for (const server of Object.values(sealingServers)) await h.stop(server.child);
+    await twin.drop();
   }
   const median = [...pairs].sort((a, b) => a.ratio - b.ratio)[Math.floor(pairs.length / 2)];
-  results.sealing = { on: median.on, off: median.off, ratio: median.ratio, round_ratios: pairs.map((p) => Number(p.ratio.toFixed(3))), lag };
+  // Every pair's requests summed, beside the median pair: the two should agree.
+  const sum = (mode) => pairs.reduce((n, p) => n + p[mode].total, 0);
+  results.sealing = {
+    on: median.on, off: median.off, ratio: median.ratio, round_ratios: pairs.map((p) => Number(p.ratio.toFixed(3))),
+    ratio_of_totals: sum('on') / sum('off'), run_seconds: h.sealingRunSeconds, lag,
+  };
 
   // ── 3 and 4: a sealing instance, the whole log ────────────────────────────────────────
   // Each measure runs `evidenceRuns` times, the measures interleaved round by round, and the
@@ -283,7 +316,7 @@ export function auditEvidenceMarkdown(r, sealingAtStart) {
     '',
     `Sealing the seeded backlog at start: ${f(sealingAtStart.records)} records in ${sealingAtStart.seconds.toFixed(1)} s (**${f(sealingAtStart.per_second)} records/s**, 500 per transaction, leaves and tiles computed in Node).`,
     '',
-    `Audited writes, \`POST /tasks\` on an instance started with AUDIT_SEALING=on ÷ one with it off (alternating pairs; the median pair): **${s.ratio.toFixed(2)}×** (pairs ${s.round_ratios.join(', ')}; target ≥ 0.95×). On ${Math.round(s.on.rps)} req/s (CPU ${s.on.cpu_us_per_request.server} + ${s.on.cpu_us_per_request.db} µs/request), off ${Math.round(s.off.rps)} req/s (CPU ${s.off.cpu_us_per_request.server} + ${s.off.cpu_us_per_request.db} µs/request).`,
+    `Audited writes, \`POST /tasks\` on an instance started with AUDIT_SEALING=on ÷ one with it off, side by side, each on its own copy of the database (${s.round_ratios.length} pairs of ${s.run_seconds} s runs back to back, the order reversed every other pair; the median pair): **${s.ratio.toFixed(2)}×** (pairs ${s.round_ratios.join(', ')}; all pairs' requests summed, ${s.ratio_of_totals.toFixed(2)}×; target ≥ 0.95×). On ${Math.round(s.on.rps)} req/s (CPU ${s.on.cpu_us_per_request.server} + ${s.on.cpu_us_per_request.db} µs/request), off ${Math.round(s.off.rps)} req/s (CPU ${s.off.cpu_us_per_request.server} + ${s.off.cpu_us_per_request.db} µs/request).`,
     '',
     s.lag ? `At that load (${f(s.lag.records)} records of one "on" run), commit → sealed: p50 ${s.lag.seal_p50_ms} ms, p99 ${s.lag.seal_p99_ms} ms; commit → covered by a signed checkpoint: p50 ${s.lag.checkpoint_p50_ms} ms, p99 ${s.lag.checkpoint_p99_ms} ms (AUDIT_CHECKPOINT_INTERVAL_MS=5000).` : '',
     '',

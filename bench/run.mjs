@@ -51,10 +51,12 @@ const CONNECTIONS = 50;
 const ROUNDS = QUICK ? 1 : 5;
 // Runs of each audit-evidence measure (verification, export), reported by their median.
 const EVIDENCE_RUNS = QUICK ? 1 : 3;
-// Sealing on ÷ off pairs. More than the scenarios' five: its effect (a few per cent) is smaller
-// than the drift inside one pair, and two slow pairs of five (0.65×, 0.74× beside 0.88–0.97×,
-// the "off" runs slowing too) decided the median of a run.
-const SEALING_PAIRS = QUICK ? 1 : 9;
+// Sealing on ÷ off: pairs of short runs on two instances that run side by side
+// (bench/audit-evidence.mjs says why). Sealing's effect (a few per cent) is smaller than this
+// VM's drift over the half minute between two runs of separately started instances: nine such
+// pairs ranged from 0.76× to 1.07× in one run.
+const SEALING_PAIRS = QUICK ? 3 : 15;
+const SEALING_RUN_SECONDS = QUICK ? 2 : 4;
 const VOLUME = QUICK
   ? { users: 1000, tasks: 20_000, audit: 100_000 }
   : { users: 1000, tasks: 100_000, audit: 1_000_000 };
@@ -158,6 +160,20 @@ async function dropDatabases(...names) {
   await withClient(PG_BASE, async (admin) => {
     for (const name of names) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
   });
+}
+
+/**
+ * A copy of the benchmark's database under the name `teamlog_bench_<suffix>`, for an instance
+ * that must run beside another on the same data without sharing its work (the sealing pairs:
+ * bench/audit-evidence.mjs). A file copy: no server may be connected to the original meanwhile.
+ */
+async function twinDatabase(suffix) {
+  const name = `${DB_NAME}_${suffix}`;
+  await withClient(PG_BASE, async (admin) => {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${DB_NAME} STRATEGY FILE_COPY`);
+  });
+  return { name, url: dbUrl(name), drop: () => dropDatabases(name) };
 }
 
 async function seedPglite(dataDir, volume, passwordHash) {
@@ -629,10 +645,16 @@ async function main() {
       await stop(teamlog.child);
       await stop(baseline.child);
       await stop(bare.child);
-      const startTeamlog = async (env, port) => ({ port, child: await startServer('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATABASE_URL: dbUrl(DB_NAME), DATA_DIR: dataDir, ...env }, port) });
+      const startTeamlog = async (env, port, database = DB_NAME) => ({
+        port,
+        db: { name: database },
+        child: await startServer('teamlog', path.join(ROOT, 'dist/server.js'), { ...serverEnv, DATABASE_URL: dbUrl(database), DATA_DIR: dataDir, ...env }, port),
+      });
       evidence = await auditEvidenceBench({
         root: ROOT, url: dbUrl(DB_NAME), dataDir, serverEnv, startTeamlog, stop, measure, settle: settler([teamlogDb]), rssSampler, cpuMeter, log,
-        token: ctx.token, adminToken: ctx.adminToken, projectId: ctx.projectId, rounds: SEALING_PAIRS, evidenceRuns: EVIDENCE_RUNS, duration: DURATION, warmup: WARMUP, tmp: dataDir,
+        twinDatabase: (suffix) => twinDatabase(suffix),
+        token: ctx.token, adminToken: ctx.adminToken, projectId: ctx.projectId, rounds: SEALING_PAIRS, sealingRunSeconds: SEALING_RUN_SECONDS,
+        evidenceRuns: EVIDENCE_RUNS, duration: DURATION, warmup: WARMUP, tmp: dataDir,
       });
     }
   } finally {
@@ -662,7 +684,7 @@ async function main() {
     }
   }
 
-  await dropDatabases(DB_NAME, BARE_DB_NAME);
+  await dropDatabases(DB_NAME, BARE_DB_NAME, `${DB_NAME}_sealing_off`);
 
   const targets = evaluateTargets(results, explain, search);
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${execSync('psql --version').toString().trim()}`;
