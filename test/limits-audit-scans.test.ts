@@ -1,10 +1,12 @@
 // MAX_CONCURRENT_AUDIT_SCANS (docs/api.md section 7): audit exports and verifications running at once
 // on an instance; one more is 429 RATE_LIMITED problem+json with Retry-After; a slot comes back
 // when its scan ends, fails, or its client goes mid-export; teamlog_audit_scans_running{kind}
-// follows them and each refusal is counted in teamlog_requests_limited_total{limit="audit_scans"}.
+// follows them and each refusal is counted in teamlog_requests_limited_total{limit="audit_scans"};
+// once the last running scan has ended, the instance runs one full garbage collection.
 // Scans are held open with the test hook of src/http/scan-slots.ts (TestHooks.whileScanHolds).
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
+import { PerformanceObserver, constants } from 'node:perf_hooks';
 import type { ScanKind } from '../src/http/scan-slots.js';
 import { assertProblem, type Response } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
@@ -120,5 +122,48 @@ describe(`at most ${MAX} audit scans at once on an instance`, () => {
     assertScanLimited(await get(EXPORT));
     hold.release();
     assert.deepEqual((await Promise.all(held)).map((r) => r.status), [200, 200]);
+  });
+});
+
+/** Counts the forced full collections of this process (the test server runs in it) from now on. */
+async function forcedFullCollections() {
+  let count = 0;
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const detail = entry.detail as { kind: number; flags: number };
+      if (detail.kind === constants.NODE_PERFORMANCE_GC_MAJOR && (detail.flags & constants.NODE_PERFORMANCE_GC_FLAGS_FORCED) !== 0) count++;
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  /** The count once the observer has been told of what ran until now. */
+  const settled = async () => {
+    await sleep(200);
+    return count;
+  };
+  // The collection after the previous test's last scan may still be on its way.
+  const before = await settled();
+  return { since: async () => (await settled()) - before, stop: () => observer.disconnect() };
+}
+
+describe('what the scans leave goes in one full collection once the last of them ends (ops/full-collection.ts)', () => {
+  test('a verification that ends while an export is held runs none; the export, ending last, runs exactly one', async () => {
+    const gc = await forcedFullCollections();
+    const hold = holdFirst(1);
+    try {
+      const exported = get(EXPORT);
+      await hold.entered;
+      const verified = await get(VERIFY);
+      assert.equal(verified.status, 200, verified.text);
+      assert.equal(await gc.since(), 0, 'an export still runs: no collection yet');
+      assert.equal((await running(h.server)).export, 1);
+      hold.release();
+      assert.equal((await exported).status, 200);
+      assert.equal(await gc.since(), 1, 'the last scan ended: one collection');
+      assert.equal((await get(VERIFY)).status, 200);
+      assert.equal(await gc.since(), 2, 'a scan alone: one collection when it ends');
+    } finally {
+      hold.release();
+      gc.stop();
+    }
   });
 });

@@ -3,7 +3,9 @@
 // RATE_LIMITED and Retry-After instead of queueing behind them, so that an administrator cannot
 // starve every other user. A slot is held from the start of the request until the scan ends,
 // fails, or (an export) its client goes. Per instance: it is this instance's time that a scan
-// takes, and a client refused here may be served by another.
+// takes, and a client refused here may be served by another. When the last running scan ends,
+// the instance runs a full garbage collection (ops/full-collection.ts).
+import { collectFully } from '../ops/full-collection.js';
 import type { AppMetrics } from '../ops/metrics.js';
 import { rateLimitedAnswer } from './errors.js';
 
@@ -44,6 +46,9 @@ export function createScanSlots(max: number, metrics: Pick<AppMetrics, 'limited'
         held = false;
         running--;
         metrics.auditScansRunning.dec({ kind });
+        // What the scans left for a full collection goes now, not once V8 gets to it
+        // (ops/full-collection.ts says why): once the last of them has ended, after this turn.
+        if (running === 0) setImmediate(() => running === 0 && collectFully());
       };
     },
   };
