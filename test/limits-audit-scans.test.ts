@@ -2,12 +2,14 @@
 // on an instance; one more is 429 RATE_LIMITED problem+json with Retry-After; a slot comes back
 // when its scan ends, fails, or its client goes mid-export; teamlog_audit_scans_running{kind}
 // follows them and each refusal is counted in teamlog_requests_limited_total{limit="audit_scans"};
-// once the last running scan has ended, the instance runs one full garbage collection.
+// once the last running scan has ended, the instance runs one full garbage collection (spaced at
+// least a second apart: full-collection.test.ts).
 // Scans are held open with the test hook of src/http/scan-slots.ts (TestHooks.whileScanHolds).
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import type { ScanKind } from '../src/http/scan-slots.js';
+import { fullCollection } from '../src/ops/full-collection.js';
 import { assertProblem, type Response } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import type { TestServer } from './helpers/server.js';
@@ -130,7 +132,7 @@ async function forcedFullCollections() {
   let count = 0;
   const observer = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
-      const detail = entry.detail as { kind: number; flags: number };
+      const { detail } = entry as unknown as { detail: { kind: number; flags: number } };
       if (detail.kind === constants.NODE_PERFORMANCE_GC_MAJOR && (detail.flags & constants.NODE_PERFORMANCE_GC_FLAGS_FORCED) !== 0) count++;
     }
   });
@@ -140,8 +142,10 @@ async function forcedFullCollections() {
     await sleep(200);
     return count;
   };
-  // The collection after the previous test's last scan may still be on its way.
+  // The collection after the previous test's last scan may still be on its way, and the next
+  // may not run until a while after it (their spacing: full-collection.test.ts).
   const before = await settled();
+  await sleep(fullCollection.waitMs());
   return { since: async () => (await settled()) - before, stop: () => observer.disconnect() };
 }
 
@@ -159,6 +163,8 @@ describe('what the scans leave goes in one full collection once the last of them
       hold.release();
       assert.equal((await exported).status, 200);
       assert.equal(await gc.since(), 1, 'the last scan ended: one collection');
+      // Collections are spaced out (full-collection.test.ts): a scan that ended sooner would run none.
+      await sleep(fullCollection.waitMs());
       assert.equal((await get(VERIFY)).status, 200);
       assert.equal(await gc.since(), 2, 'a scan alone: one collection when it ends');
     } finally {

@@ -5,7 +5,7 @@
 // fails, or (an export) its client goes. Per instance: it is this instance's time that a scan
 // takes, and a client refused here may be served by another. When the last running scan ends,
 // the instance runs a full garbage collection (ops/full-collection.ts).
-import { collectFully } from '../ops/full-collection.js';
+import { fullCollection } from '../ops/full-collection.js';
 import type { AppMetrics } from '../ops/metrics.js';
 import { rateLimitedAnswer } from './errors.js';
 
@@ -48,7 +48,7 @@ export function createScanSlots(max: number, metrics: Pick<AppMetrics, 'limited'
         metrics.auditScansRunning.dec({ kind });
         // What the scans left for a full collection goes now, not once V8 gets to it
         // (ops/full-collection.ts says why): once the last of them has ended, after this turn.
-        if (running === 0) setImmediate(() => running === 0 && collectFully());
+        if (running === 0) setImmediate(() => running === 0 && fullCollection.collect());
       };
     },
   };
