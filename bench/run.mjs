@@ -37,6 +37,8 @@ const DB_NAME = 'teamlog_bench';
 const BARE_DB_NAME = 'teamlog_bench_bare';
 // Audit search's database (bench/search.mjs's seed): records spread over a year.
 const SEARCH_DB_NAME = 'teamlog_bench_search';
+// The copy of the benchmark's database that the sealing pairs' "off" instance runs on (twinDatabase).
+const TWIN_DB_NAME = `${DB_NAME}_sealing_off`;
 // What the settle vacuums: every table the measured requests, the sealer and the relay write.
 const TEAMLOG_TABLES = 'tasks, audit_log, notifications, outbox, outbox_batches, audit_seal_batches, audit_tiles';
 const BARE_TABLES = 'tasks, audit_log';
@@ -163,17 +165,16 @@ async function dropDatabases(...names) {
 }
 
 /**
- * A copy of the benchmark's database under the name `teamlog_bench_<suffix>`, for an instance
- * that must run beside another on the same data without sharing its work (the sealing pairs:
- * bench/audit-evidence.mjs). A file copy: no server may be connected to the original meanwhile.
+ * A copy of the benchmark's database (TWIN_DB_NAME), for an instance that must run beside
+ * another on the same data without sharing its work (the sealing pairs: bench/audit-evidence.mjs).
+ * A file copy: no server may be connected to the original meanwhile.
  */
-async function twinDatabase(suffix) {
-  const name = `${DB_NAME}_${suffix}`;
+async function twinDatabase() {
   await withClient(PG_BASE, async (admin) => {
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${DB_NAME} STRATEGY FILE_COPY`);
+    await admin.query(`DROP DATABASE IF EXISTS ${TWIN_DB_NAME} WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${TWIN_DB_NAME} TEMPLATE ${DB_NAME} STRATEGY FILE_COPY`);
   });
-  return { name, url: dbUrl(name), drop: () => dropDatabases(name) };
+  return { name: TWIN_DB_NAME, url: dbUrl(TWIN_DB_NAME), drop: () => dropDatabases(TWIN_DB_NAME) };
 }
 
 async function seedPglite(dataDir, volume, passwordHash) {
@@ -652,7 +653,7 @@ async function main() {
       });
       evidence = await auditEvidenceBench({
         root: ROOT, url: dbUrl(DB_NAME), dataDir, serverEnv, startTeamlog, stop, measure, settle: settler([teamlogDb]), rssSampler, cpuMeter, log,
-        twinDatabase: (suffix) => twinDatabase(suffix),
+        twinDatabase,
         token: ctx.token, adminToken: ctx.adminToken, projectId: ctx.projectId, rounds: SEALING_PAIRS, sealingRunSeconds: SEALING_RUN_SECONDS,
         evidenceRuns: EVIDENCE_RUNS, duration: DURATION, warmup: WARMUP, tmp: dataDir,
       });
@@ -684,7 +685,7 @@ async function main() {
     }
   }
 
-  await dropDatabases(DB_NAME, BARE_DB_NAME, `${DB_NAME}_sealing_off`);
+  await dropDatabases(DB_NAME, BARE_DB_NAME, TWIN_DB_NAME);
 
   const targets = evaluateTargets(results, explain, search);
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${execSync('psql --version').toString().trim()}`;
