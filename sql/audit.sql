@@ -16,8 +16,11 @@ SELECT max(id) AS id FROM audit_log WHERE (("timestamp" < $1::timestamptz) OR ("
 -- audit.idCeiling (newest in the windows) (assembled per call)
 SELECT greatest((SELECT id FROM audit_log WHERE "timestamp" < $1::timestamptz ORDER BY "timestamp" DESC LIMIT 1), (SELECT id FROM audit_log WHERE "timestamp" >= $2::timestamptz AND "timestamp" <= $3::timestamptz ORDER BY "timestamp" DESC LIMIT 1)) AS id;
 
+-- audit.list (a network, its ids first) (assembled per call)
+SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id FROM audit_log WHERE id = ANY(ARRAY(SELECT id FROM audit_log WHERE (audit_ip(ip) <<= $1::inet) AND id < $2 ORDER BY id DESC LIMIT $3)) ORDER BY id DESC;
+
 -- audit.list (a search of every key) (assembled per call)
-SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id FROM audit_log WHERE (action = ANY($1::text[])) AND (action <> ALL($2::text[])) AND ((actor_id = $3) OR (actor_id IS NULL)) AND (NOT COALESCE((actor_id = $4), false)) AND ((resource_type = $5 AND resource_id = $6) OR (resource_type = $7)) AND (result = $8) AND (audit_ip(ip) <<= $9::inet) AND (NOT COALESCE((audit_ip(ip) = $10::inet), false)) AND (request_id = $11) AND ("timestamp" >= $12::timestamptz AND "timestamp" < $13::timestamptz) AND (NOT COALESCE(("timestamp" <= $14::timestamptz), false)) AND id < $15 ORDER BY id DESC LIMIT $16;
+SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id FROM audit_log WHERE id = ANY(ARRAY(SELECT id FROM audit_log WHERE (action = ANY($1::text[])) AND (action <> ALL($2::text[])) AND ((actor_id = $3) OR (actor_id IS NULL)) AND (NOT COALESCE((actor_id = $4), false)) AND ((resource_type = $5 AND resource_id = $6) OR (resource_type = $7)) AND (result = $8) AND (audit_ip(ip) <<= $9::inet) AND (NOT COALESCE((audit_ip(ip) = $10::inet), false)) AND (request_id = $11) AND ("timestamp" >= $12::timestamptz AND "timestamp" < $13::timestamptz) AND (NOT COALESCE(("timestamp" <= $14::timestamptz), false)) AND id < $15 ORDER BY id DESC LIMIT $16)) ORDER BY id DESC;
 
 -- audit.list (an old created window, under its id ceiling) (assembled per call)
 SELECT id, actor_id, action, resource_type, resource_id, "timestamp", result, metadata, ip, user_agent, request_id FROM audit_log WHERE ("timestamp" < $1::timestamptz) AND id < $2 AND id <= $3 ORDER BY id DESC LIMIT $4;

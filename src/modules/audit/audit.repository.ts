@@ -188,6 +188,16 @@ export function searchConditions(s: ResolvedSearch, a = ''): Condition[] {
   ];
 }
 
+/**
+ * A search for an address or a network picks the page's ids first, then reads their rows.
+ * audit_log_ip_idx holds the address (migrations/0014) beside audit_ip(ip) and the id, so the
+ * ids of a network come from the index alone (an index-only scan), its condition checked on
+ * the index's value. Asked for whole rows instead, PostgreSQL reads every match's row and
+ * calls audit_ip on each to check the range again: a /24 of 1,000 records a year apart took
+ * 5.5 ms that way, 0.46 ms this way (docs/audit-search.md). Other keys read their rows anyway.
+ */
+const idsFirst = (f: AuditFilters) => (f.search?.ip?.any.length ?? 0) > 0;
+
 function listStatement(f: AuditFilters, beforeId: number | undefined, limit: number, ceiling?: number) {
   const { clause, params, prepareAs } = where('audit_list', [
     ...auditFilterConditions(f),
@@ -196,7 +206,11 @@ function listStatement(f: AuditFilters, beforeId: number | undefined, limit: num
     [(p) => `id <= ${p}`, ceiling, 'plan per value'],
   ]);
   params.push(limit + 1);
-  return { text: `SELECT ${COLUMNS} FROM audit_log ${clause} ORDER BY id DESC LIMIT $${params.length}`, params, prepareAs };
+  const page = `FROM audit_log ${clause} ORDER BY id DESC LIMIT $${params.length}`;
+  const text = idsFirst(f)
+    ? `SELECT ${COLUMNS} FROM audit_log WHERE id = ANY(ARRAY(SELECT id ${page})) ORDER BY id DESC`
+    : `SELECT ${COLUMNS} ${page}`;
+  return { text, params, prepareAs };
 }
 
 // One statement per combination of filters (db/conditions.ts); the SQL file shows the extremes.
@@ -219,6 +233,7 @@ dynamicStatement('audit', 'list', {
     20,
   ).text,
   'an old created window, under its id ceiling': listStatement({ search: { created: { any: [{ to: { at: 'x', inclusive: false } }], not: [] } } }, 1, 20, 1).text,
+  'a network, its ids first': listStatement({ search: { ip: { any: [{ family: 4, address: '10.0.0.0', bits: 24 }], not: [] } } }, 1, 20).text,
 });
 
 export function queryAuditLog(q: Queryable, f: AuditFilters, beforeId: number | undefined, limit: number, ceiling?: number): Promise<AuditRow[]> {
