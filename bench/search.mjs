@@ -83,6 +83,12 @@ export async function seedSearchDatabase(url, records, migrate, log = () => {}) 
   });
 }
 
+/** The baseline row of the measure: no q, the plain list (not a query the target counts). */
+export const NO_SEARCH = '';
+
+/** The highest HTTP p99 among the searches (the target's figure), the baseline row left out. */
+export const worstSearchP99 = (rows) => Math.max(...rows.filter((r) => r.q !== NO_SEARCH).map((r) => r.p99));
+
 /** Values to search for, taken from the data so that each query is one an investigator would type. */
 export async function searchQueries(url) {
   return withClient(url, async (c) => {
@@ -101,6 +107,9 @@ export async function searchQueries(url) {
     const span = await one(`SELECT min("timestamp")::date AS first, max("timestamp")::date AS last FROM audit_log`);
     const day = (d, plus) => new Date(new Date(d).getTime() + plus * 86_400_000).toISOString().slice(0, 10);
     return [
+      // No search: the plain list of the newest records on the same route, the baseline beside
+      // which the queries' HTTP figures are read (on a busy VM its p99 is itself several ms).
+      NO_SEARCH,
       'action:CREATE_TASK',
       'action:CHANGE_USER_ROLE',
       'action:EXPORT_AUDIT_LOG',
@@ -246,7 +255,7 @@ export function searchTable(rows, explained) {
   return [
     '| query | rows | HTTP p50 ms | HTTP p99 ms | PostgreSQL ms (plan + execution, median of 5) | plan |',
     '| --- | ---: | ---: | ---: | ---: | --- |',
-    ...rows.map((r) => `| \`${r.q}\` | ${r.rows} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${explained.get(r.q).ms.toFixed(2)} | ${explained.get(r.q).plan} |`),
+    ...rows.map((r) => `| ${r.q === NO_SEARCH ? 'no `q` (the plain list: baseline)' : `\`${r.q}\``} | ${r.rows} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${explained.get(r.q).ms.toFixed(2)} | ${explained.get(r.q).plan} |`),
   ].join('\n');
 }
 
