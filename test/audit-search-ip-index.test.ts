@@ -53,7 +53,7 @@ async function stored(match: (ip: string) => boolean): Promise<number[]> {
 }
 
 /** Every page of the list for `f`, as the route walks it (limit + 1 rows a page, the last one only a sign of more). */
-async function allPages(f: AuditFilters): Promise<number[]> {
+async function repositoryPages(f: AuditFilters): Promise<number[]> {
   const ids: number[] = [];
   for (let before: number | undefined; ;) {
     const rows = await queryAuditLog(h.database.db, f, before, PAGE);
@@ -81,11 +81,11 @@ describe('GET /audit-logs?q=ip:… through the ip index alone', () => {
   test('every page holds exactly the matching records, newest first: a sparse network, one address, IPv6, a dense network', async () => {
     const sparse = await stored((ip) => /^(::ffff:)?10\.9\.9\.\d+$/.test(ip));
     assert.equal(sparse.length, ROWS / 50, 'one record in fifty is in 10.9.9.0/24');
-    assert.deepEqual(await allPages(searchFor(network('10.9.9.0', 24))), sparse);
-    assert.deepEqual(await allPages(searchFor(network('10.9.9.7', 32))), await stored((ip) => ip === '10.9.9.7' || ip === '::ffff:10.9.9.7'));
-    assert.deepEqual(await allPages(searchFor(network('2001:db8::', 112))), await stored((ip) => ip.startsWith('2001:db8::')));
+    assert.deepEqual(await repositoryPages(searchFor(network('10.9.9.0', 24))), sparse);
+    assert.deepEqual(await repositoryPages(searchFor(network('10.9.9.7', 32))), await stored((ip) => ip === '10.9.9.7' || ip === '::ffff:10.9.9.7'));
+    assert.deepEqual(await repositoryPages(searchFor(network('2001:db8::', 112))), await stored((ip) => ip.startsWith('2001:db8::')));
     assert.deepEqual(
-      await allPages(searchFor(network('10.9.9.0', 24), network('192.168.7.0', 24))),
+      await repositoryPages(searchFor(network('10.9.9.0', 24), network('192.168.7.0', 24))),
       await stored((ip) => /^(::ffff:)?10\.9\.9\.\d+$/.test(ip) || ip.startsWith('192.168.7.')),
     );
   });
