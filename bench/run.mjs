@@ -688,7 +688,7 @@ async function main() {
   await dropDatabases(DB_NAME, BARE_DB_NAME, TWIN_DB_NAME);
 
   const targets = evaluateTargets(results, explain, search);
-  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${execSync('psql --version').toString().trim()}`;
+  const machine = machineLine();
   const pgRows = results.filter((r) => r.mode === 'postgres');
   const liteRows = results.filter((r) => r.mode === 'pglite');
   const md = [
@@ -738,11 +738,14 @@ async function main() {
   process.stdout.write(`${JSON.stringify({ targets })}\n`);
 }
 
+/** The machine a report was measured on, as its first line names it. */
+const machineLine = () => `${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${execSync('psql --version').toString().trim()}`;
+
 /** `--only search`: the search part alone, in a report of its own (search, or search-quick with --quick), not over latest.md. */
 async function searchOnly(serverEnv) {
   const search = await searchBench(serverEnv);
   const p99 = worstSearchP99(search.rows);
-  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${execSync('psql --version').toString().trim()}`;
+  const machine = machineLine();
   const md = [
     `# Benchmark results: audit search only${QUICK ? ' (quick)' : ''}`,
     '',
