@@ -13,7 +13,7 @@ import { describe, test } from 'node:test';
 import { idCeiling, summarizeAuditTimeIndex } from '../src/modules/audit/audit.repository.js';
 import { runMaintenance } from '../src/ops/maintenance.js';
 import { committed } from './helpers/audit-log.js';
-import { explainingTx } from './helpers/explain.js';
+import { explainingTx, planNodes, topPlanNode, type PlanNode } from './helpers/explain.js';
 import { useTestDatabase } from './helpers/harness.js';
 import { needsPostgres } from './helpers/server.js';
 
@@ -45,14 +45,6 @@ async function blockRanges() {
 
 const one = async (sql: string, params: unknown[] = []) => (await h.database.owner.query<{ n: number | null }>(sql, params))[0]!.n;
 
-interface PlanNode {
-  'Node Type': string;
-  'Index Name'?: string;
-  'Exact Heap Blocks'?: number;
-  'Lossy Heap Blocks'?: number;
-  Plans?: PlanNode[];
-}
-
 /**
  * The heap blocks that the id ceiling of created:<2001-01-20 reads past its first guess (the
  * records above it, through a bitmap), and the indexes of that bitmap: run as the service runs it,
@@ -62,15 +54,13 @@ async function ceilingRead(): Promise<{ blocks: number; indexes: string[] }> {
   let plan: PlanNode | undefined;
   await h.database.db.transaction(
     async (tx) => {
-      const explaining = explainingTx(tx, (sql) => sql.includes('max(id)'), (_, explained) => (plan = (explained as Array<{ Plan: PlanNode }>)[0]!.Plan), true);
+      const explaining = explainingTx(tx, (sql) => sql.includes('max(id)'), (_, explained) => (plan = topPlanNode(explained)), true);
       await idCeiling(explaining, [{ to: { at: '2001-01-20T00:00:00Z', inclusive: false } }]);
     },
     { planEachStatement: true },
   );
   assert.ok(plan, 'the ceiling asks for ids past its first guess');
-  const nodes: PlanNode[] = [];
-  const walk = (n: PlanNode) => (nodes.push(n), n.Plans?.forEach(walk));
-  walk(plan);
+  const nodes = planNodes(plan);
   return {
     blocks: nodes.reduce((sum, n) => sum + (n['Exact Heap Blocks'] ?? 0) + (n['Lossy Heap Blocks'] ?? 0), 0),
     indexes: nodes.flatMap((n) => (n['Index Name'] ? [n['Index Name']] : [])),

@@ -8,22 +8,12 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { queryAuditLog, type AuditFilters } from '../src/modules/audit/audit.repository.js';
 import type { IpRef } from '../src/modules/audit/audit.search.js';
-import { explainingTx } from './helpers/explain.js';
+import { explainingTx, planNodes, topPlanNode, type PlanNode } from './helpers/explain.js';
 import { useTestDatabase } from './helpers/harness.js';
 
 const h = useTestDatabase();
 const ROWS = 20_000;
 const PAGE = 20;
-
-interface PlanNode {
-  'Node Type': string;
-  'Index Name'?: string;
-  'Relation Name'?: string;
-  'Actual Rows'?: number;
-  'Actual Loops'?: number;
-  'Heap Fetches'?: number;
-  Plans?: PlanNode[];
-}
 
 h.before(async () => {
   const owner = h.database.owner;
@@ -71,13 +61,11 @@ async function repositoryPages(f: AuditFilters): Promise<number[]> {
 async function firstPagePlan(f: AuditFilters): Promise<PlanNode> {
   let plan: PlanNode | undefined;
   await h.database.db.transaction((tx) =>
-    queryAuditLog(explainingTx(tx, (sql) => sql.includes('FROM audit_log'), (_, p) => (plan = (p as Array<{ Plan: PlanNode }>)[0]!.Plan), true), f, undefined, PAGE),
+    queryAuditLog(explainingTx(tx, (sql) => sql.includes('FROM audit_log'), (_, p) => (plan = topPlanNode(p)), true), f, undefined, PAGE),
   );
   assert.ok(plan, 'the list was explained');
   return plan;
 }
-
-const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
 
 describe('GET /audit-logs?q=ip:… through the ip index alone', () => {
   test('every page holds exactly the matching records, newest first: a sparse network, one address, IPv6, a dense network', async () => {
@@ -94,7 +82,7 @@ describe('GET /audit-logs?q=ip:… through the ip index alone', () => {
 
   test('the page\'s ids come from an index-only scan of audit_log_ip_idx; the table is read for the page\'s rows only', async () => {
     for (const ref of [network('10.9.9.0', 24), network('10.9.9.7', 32)]) {
-      const all = nodes(await firstPagePlan(searchFor(ref)));
+      const all = planNodes(await firstPagePlan(searchFor(ref)));
       const label = `${ref.address}/${ref.bits}: ${JSON.stringify(all.map((n) => `${n['Node Type']} ${n['Index Name'] ?? ''}`))}`;
       const onIndex = all.find((n) => n['Node Type'] === 'Index Only Scan' && n['Index Name'] === 'audit_log_ip_idx');
       assert.ok(onIndex, label);

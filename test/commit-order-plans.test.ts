@@ -13,26 +13,17 @@ import { NOTHING_CONSUMED, parseSnapshot, xactCeiling, type CommittedReader, typ
 import type { Database } from '../src/db/database.js';
 import { committedRecords } from '../src/modules/audit/integrity/evidence.repository.js';
 import { committedOutbox } from '../src/modules/outbox/outbox.repository.js';
+import { planNodes, topPlanNode, type PlanNode } from './helpers/explain.js';
 import { useTestDatabase } from './helpers/harness.js';
 
 const h = useTestDatabase();
 const ROWS = 60_000;
 
-interface PlanNode {
-  'Relation Name'?: string;
-  'Actual Rows'?: number;
-  'Actual Loops'?: number;
-  'Rows Removed by Filter'?: number;
-  'Rows Removed by Index Recheck'?: number;
-  Plans?: PlanNode[];
-}
-
 /** Rows of `table` the plan's scans produced or threw away (what it looked at), from EXPLAIN ANALYZE. */
-function rowsLookedAt(node: PlanNode, table: string): number {
-  const own = node['Relation Name'] === table
-    ? ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0)) * (node['Actual Loops'] ?? 1)
-    : 0;
-  return own + (node.Plans ?? []).reduce((sum, child) => sum + rowsLookedAt(child, table), 0);
+function rowsLookedAt(plan: PlanNode, table: string): number {
+  return planNodes(plan)
+    .filter((n) => n['Relation Name'] === table)
+    .reduce((sum, n) => sum + ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0) + (n['Rows Removed by Index Recheck'] ?? 0)) * (n['Actual Loops'] ?? 1), 0);
 }
 
 /** A consumer that has taken every row visible in `snapshot`. */
@@ -65,11 +56,11 @@ async function checkReader(reader: CommittedReader<unknown>, table: string, stat
   const params = [`{${xip.join(',')}}`, xmax, xactCeiling(xmax), 500];
   const plan = await owner.transaction(async (tx) => {
     await tx.query(`PREPARE reader_look AS ${declaredStatements().get(statement)!.text}`);
-    const [row] = await tx.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
+    const [row] = await tx.query<{ 'QUERY PLAN': unknown }>(
       `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE reader_look(${params.map((p) => `'${String(p)}'`).join(', ')})`,
     );
     await tx.query('DEALLOCATE reader_look');
-    return row!['QUERY PLAN'][0]!.Plan;
+    return topPlanNode(row!['QUERY PLAN']);
   }, { planEachStatement: true });
   const lookedAt = rowsLookedAt(plan, table);
   assert.ok(lookedAt < 100, `the batch looked at ${lookedAt} rows of ${table} to find 3: ${JSON.stringify(plan)}`);

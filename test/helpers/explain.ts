@@ -22,3 +22,24 @@ export function explainingTx(tx: Tx, explain: (sql: string) => boolean, onPlan: 
     },
   };
 }
+
+/** A node of an EXPLAIN (FORMAT JSON) plan tree: the fields the tests read (ANALYZE's among them). */
+export interface PlanNode {
+  'Node Type': string;
+  'Index Name'?: string;
+  'Relation Name'?: string;
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
+  'Heap Fetches'?: number;
+  'Exact Heap Blocks'?: number;
+  'Lossy Heap Blocks'?: number;
+  'Rows Removed by Filter'?: number;
+  'Rows Removed by Index Recheck'?: number;
+  Plans?: PlanNode[];
+}
+
+/** The top node of the plan that `explainingTx` hands to `onPlan` (EXPLAIN's JSON is a list of one). */
+export const topPlanNode = (explained: unknown): PlanNode => (explained as Array<{ Plan: PlanNode }>)[0]!.Plan;
+
+/** Every node of a plan tree, the top first, each before its children. */
+export const planNodes = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(planNodes)];
