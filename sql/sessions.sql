@@ -25,6 +25,11 @@ SELECT u.id, u.email, u.name, u.role, u.active, s.revoked_at IS NOT NULL AS revo
   FROM (SELECT id, email, name, role, active FROM users WHERE id = ANY ($1::bigint[]) ORDER BY id FOR KEY SHARE) u
   LEFT JOIN LATERAL (SELECT revoked_at, expires_at FROM sessions WHERE id = $2 AND user_id = u.id FOR UPDATE) s ON true;
 
+-- sessions.lockActors (prepared)
+SELECT u.id, u.email, u.name, u.role, u.active, s.id AS session_id, s.revoked_at IS NOT NULL AS revoked, s.expires_at <= now() AS expired
+  FROM (SELECT id, email, name, role, active FROM users WHERE id = ANY ($1::bigint[]) ORDER BY id FOR KEY SHARE) u
+  JOIN LATERAL (SELECT id, revoked_at, expires_at FROM sessions WHERE id = ANY ($2::bigint[]) AND user_id = u.id ORDER BY id FOR KEY SHARE) s ON true;
+
 -- sessions.lockRefreshToken (planned per call)
 SELECT rt.spent_at IS NOT NULL AS spent, s.id AS session_id, s.user_id, s.revoked_at IS NOT NULL AS revoked,
        s.expires_at <= now() AS expired, u.active
@@ -33,7 +38,8 @@ SELECT rt.spent_at IS NOT NULL AS spent, s.id AS session_id, s.user_id, s.revoke
    FOR UPDATE OF rt, s;
 
 -- sessions.lookup (prepared lookup)
-SELECT u.id, u.email, u.name, u.role, u.active, s.revoked_at IS NOT NULL AS revoked, s.expires_at <= now() AS expired
+SELECT u.id, u.email, u.name, u.role, u.active, s.revoked_at IS NOT NULL AS revoked, s.expires_at <= now() AS expired,
+       (extract(epoch FROM s.expires_at - now()) * 1000)::float8 AS expires_in_ms
   FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1;
 
 -- sessions.pruneExpired (planned per call)

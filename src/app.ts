@@ -26,7 +26,8 @@ import { profileRoutes } from './modules/users/profile.routes.js';
 import { usersRoutes } from './modules/users/users.routes.js';
 import { attachAuditWorkers } from './modules/audit/integrity/workers.js';
 import { registerHealth } from './ops/health.js';
-import { realtimeMetrics, registerMetrics } from './ops/metrics.js';
+import { listenForSessionChanges } from './modules/sessions/sessions.cache.js';
+import { realtimeMetrics, registerMetrics, sessionCacheMetrics } from './ops/metrics.js';
 import { registerVersion, versionInfo } from './ops/version.js';
 import { registerRealtimeDemo } from './realtime/demo-page.js';
 import { attachRealtime } from './realtime/realtime.js';
@@ -71,6 +72,7 @@ export async function buildApp(deps: Deps, services: Services) {
   await app.register(swagger, swaggerOptions);
 
   registerMetrics(app, db, config);
+  sessionCacheMetrics(app.metricsRegistry, deps.sessionCache);
   registerHealth(app, db, config.auditSealStallMs);
 
   const redis = config.redisUrl ? createRedis(config.redisUrl, deps.log) : undefined;
@@ -90,6 +92,10 @@ export async function buildApp(deps: Deps, services: Services) {
   services = { ...services, messages: limitMessages(services.messages, messageLimit, () => app.metrics.limited.inc({ limit: 'messages' })) };
 
   // Authentication: every /api route needs a valid, unrevoked session unless it says it is public.
+  // The session cache it reads serves (PostgreSQL) only while it hears every instance's changes.
+  let unlistenSessions: (() => Promise<void>) | undefined;
+  app.addHook('onReady', async () => void (unlistenSessions = await listenForSessionChanges(db, deps.sessionCache)));
+  app.addHook('onClose', async () => unlistenSessions?.());
   app.decorateRequest('actor', undefined);
   // No route takes OPTIONS: a preflight carries no credentials, and one that CORS did not answer
   // is answered 204 with Allow (conventions.ts).

@@ -4,6 +4,7 @@ import type { Config } from './config.js';
 import type { CommitSignal } from './use-cases/commit-signal.js';
 import type { Database } from './db/database.js';
 import type { SigningKey } from './modules/audit/integrity/signing-key.js';
+import type { SessionCache } from './modules/sessions/sessions.cache.js';
 import type { Secrets } from './secrets.js';
 import type { Run } from './use-cases/runner.js';
 
@@ -17,6 +18,8 @@ export interface Deps {
   run: Run;
   /** Told by the runner after each commit that carried an audit record or events; the relay and the sealer listen. */
   commits: CommitSignal;
+  /** Live sessions for the HTTP per-request check (sessions.cache.ts); the app keeps it hearing changes (app.ts). */
+  sessionCache: SessionCache;
   log: FastifyBaseLogger;
   /** Hooks a test gives when it wires the service (test/helpers/server.ts); none in production. */
   testHooks?: TestHooks;

@@ -7,6 +7,7 @@ import type { Database } from './db/database.js';
 import type { Deps, TestHooks } from './deps.js';
 import { createAuditWriter } from './modules/audit/audit.writer.js';
 import { loadSigningKey } from './modules/audit/integrity/signing-key.js';
+import { SessionCache } from './modules/sessions/sessions.cache.js';
 import { loadSecrets } from './secrets.js';
 import { createServices } from './services.js';
 import { CommitSignal } from './use-cases/commit-signal.js';
@@ -17,7 +18,9 @@ export function createDeps(config: Config, db: Database, log: FastifyBaseLogger,
   const secrets = loadSecrets(config, (msg) => log.warn(msg));
   const signingKey = loadSigningKey(config, (msg) => log.warn(msg));
   const commits = new CommitSignal();
-  return { config, db, secrets, signingKey, run: createRunner(db, createAuditWriter(secrets.personalDataKey), commits), commits, log, testHooks };
+  // On PostgreSQL other instances change sessions too: the cache serves only while it hears them.
+  const sessionCache = new SessionCache({ needsNotices: db.listen !== undefined });
+  return { config, db, secrets, signingKey, run: createRunner(db, createAuditWriter(secrets.personalDataKey), commits), commits, sessionCache, log, testHooks };
 }
 
 export async function createApp(deps: Deps) {

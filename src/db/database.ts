@@ -60,10 +60,11 @@ export interface Database extends Queryable {
   poolStats(): PoolStats;
   /**
    * Calls onNotify with each NOTIFY on `channel` (PostgreSQL: a dedicated connection that
-   * reconnects by itself; answers a function that stops listening). Undefined on PGlite, whose
-   * one process needs no notice between instances.
+   * reconnects by itself; answers a function that stops listening). onState, if given, hears
+   * when the LISTEN is up (true) and when its connection is lost (false): notices sent
+   * meanwhile are lost. Undefined on PGlite, whose one process needs no notice between instances.
    */
-  listen?(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
+  listen?(channel: string, onNotify: (payload: string) => void, onState?: (listening: boolean) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 

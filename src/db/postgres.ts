@@ -100,7 +100,13 @@ export const LOOKUP_LANES = 2;
  * and told about every NOTIFY on the channel. Notices sent while it was down are lost, so its
  * users also look for themselves now and then (see realtime/dispatcher.ts).
  */
-async function listenOn(config: pg.ClientConfig, channel: string, onNotify: (payload: string) => void, onError: (err: unknown) => void) {
+async function listenOn(
+  config: pg.ClientConfig,
+  channel: string,
+  onNotify: (payload: string) => void,
+  onError: (err: unknown) => void,
+  onState: (listening: boolean) => void = () => {},
+) {
   if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`not a channel name: ${channel}`);
   let client: pg.Client | undefined;
   let stopped = false;
@@ -114,7 +120,10 @@ async function listenOn(config: pg.ClientConfig, channel: string, onNotify: (pay
       void c.end().catch(() => {});
     });
     c.on('end', () => {
-      if (client === c) client = undefined;
+      if (client === c) {
+        client = undefined;
+        onState(false);
+      }
       if (!stopped) setTimeout(() => void connect(), pause).unref();
     });
     try {
@@ -123,6 +132,7 @@ async function listenOn(config: pg.ClientConfig, channel: string, onNotify: (pay
       await c.query(`LISTEN ${channel}`);
       client = c;
       pause = 100;
+      onState(true);
     } catch (err) {
       onError(err);
       pause = Math.min(pause * 2, 5000);
@@ -217,7 +227,7 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
       idle: pool.idleCount + perCallPool.idleCount,
       waiting: pool.waitingCount + perCallPool.waitingCount,
     }),
-    listen: (channel, onNotify) => listenOn(connection, channel, onNotify, opts.onError),
+    listen: (channel, onNotify, onState) => listenOn(connection, channel, onNotify, opts.onError, onState),
     close: async () => {
       await lookups.close();
       await Promise.all([pool.end(), perCallPool.end()]);

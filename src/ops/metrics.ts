@@ -1,7 +1,7 @@
 // Prometheus metrics: requests by route and status, a latency histogram, the database pool,
-// the limits, the sockets and real-time lag of this instance, and the audit log's sealing,
-// signing and webhook backlogs (read from the database at each scrape, so every instance
-// reports the same). One registry per app instance (tests run several in one process).
+// the limits, the session cache, the sockets and real-time lag of this instance, and the audit
+// log's sealing, signing and webhook backlogs (read from the database at each scrape, so every
+// instance reports the same). One registry per app instance (tests run several in one process).
 // docs/operations.md says what each means and which to alert on.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
@@ -166,6 +166,30 @@ function auditSealingMetrics(registry: Registry, readBacklog: () => Promise<Seal
   gauge('teamlog_audit_seal_lag_seconds', 'Age of the oldest committed audit record not sealed yet, by its timestamp (0 when none waits)', (b) => b.sealLagSeconds);
   gauge('teamlog_audit_checkpoint_age_seconds', 'Age of the newest signed checkpoint (0 until the first); it grows while nothing new is sealed, which is normal', (b) => b.checkpointAgeSeconds);
   gauge('teamlog_audit_checkpoint_lag_seconds', 'How long the first sealed audit record that no signed checkpoint covers has been sealed (0 when the newest checkpoint covers every sealed record)', (b) => b.checkpointLagSeconds);
+}
+
+/** The session cache of the HTTP per-request check (sessions.cache.ts): its lookups by result, and its size. */
+export function sessionCacheMetrics(registry: Registry, cache: { readonly hits: number; readonly misses: number; readonly size: number }): void {
+  new Counter({
+    name: 'teamlog_session_cache_lookups_total',
+    help: 'HTTP requests authenticated from the session cache (hit) or from the database (miss)',
+    labelNames: ['result'] as const,
+    registers: [registry],
+    // The cache counts; the counter reads its totals at each scrape.
+    collect() {
+      this.reset();
+      this.inc({ result: 'hit' }, cache.hits);
+      this.inc({ result: 'miss' }, cache.misses);
+    },
+  });
+  new Gauge({
+    name: 'teamlog_session_cache_entries',
+    help: 'Live sessions held by the session cache of this instance',
+    registers: [registry],
+    collect() {
+      this.set(cache.size);
+    },
+  });
 }
 
 /**

@@ -1,5 +1,7 @@
 // Login, refresh with rotation and theft detection, logout, password change, and the
-// per-request session check that makes revocation immediate on every instance.
+// per-request session check that makes revocation immediate on every instance. HTTP requests
+// are authenticated from the session cache (sessions.cache.ts); every use case here that ends
+// sessions drops them from it at commit, before it answers.
 import type { Actor, ActorContext, RequestContext } from '../../context.js';
 import type { Tx } from '../../db/database.js';
 import type { Deps } from '../../deps.js';
@@ -39,7 +41,7 @@ const loginFailure = (user: UserRow | undefined, email: string, reason: string):
 });
 
 export function createAuthService(deps: Deps) {
-  const { db, config, secrets, run } = deps;
+  const { db, config, secrets, run, sessionCache } = deps;
 
   async function issueTokens(tx: Tx, ctx: RequestContext, userId: number, sessionId?: number): Promise<TokenPair> {
     let sid = sessionId;
@@ -98,6 +100,7 @@ export function createAuthService(deps: Deps) {
       if (row.spent) {
         // A spent token presented again: someone else holds a copy. End the whole session.
         await sessions.revokeSession(uow.tx, row.session_id, 'refresh_reuse');
+        uow.tx.afterCommit(() => sessionCache.dropSession(row.session_id));
         uow.emit(sessionRevoked(row.user_id, row.session_id));
         const entry: AuditEntry = {
           action: 'SESSION_REVOKED', resourceType: 'USER', resourceId: row.user_id, actorId: row.user_id,
@@ -121,6 +124,7 @@ export function createAuthService(deps: Deps) {
         const actor = await uow.actor();
         // A second logout of the same session (in parallel) waited for the first, and finds it revoked.
         if (!(await sessions.revokeSession(uow.tx, actor.sessionId, 'logout'))) throw unauthenticated('TOKEN_REVOKED', 'The session has been revoked');
+        uow.tx.afterCommit(() => sessionCache.dropSession(actor.sessionId));
         uow.audit({ action: 'LOGOUT', resourceType: 'USER', resourceId: actor.id, metadata: { sessionId: actor.sessionId } });
         uow.emit(sessionRevoked(actor.id, actor.sessionId));
       },
@@ -132,9 +136,11 @@ export function createAuthService(deps: Deps) {
     const { actor } = ctx;
     const ip = ctx.ip ?? '';
     const denied = (reason: string): AuditEntry => ({ action: 'PASSWORD_CHANGED', resourceType: 'USER', resourceId: actor.id, result: 'DENIED', metadata: { reason } });
-    const wait = await throttledFor(db, actor.email, ip);
-    if (wait !== undefined) return run<never>(ctx, CHANGE_PASSWORD, async (uow) => recordedFailure(uow, denied('throttled'), rateLimited(wait)));
+    // The email as stored: the actor may come from the session cache, a moment behind an email change.
     const me = await findUserById(db, actor.id);
+    const email = me?.email ?? actor.email;
+    const wait = await throttledFor(db, email, ip);
+    if (wait !== undefined) return run<never>(ctx, CHANGE_PASSWORD, async (uow) => recordedFailure(uow, denied('throttled'), rateLimited(wait)));
     const verified = me !== undefined && (await verifyPassword(current, me.password_hash));
     // Hashed before the transaction (it takes ~45 ms); only used if the current password verified.
     const passwordHash = verified ? await hashPassword(next, config.passwordHashCost) : undefined;
@@ -145,11 +151,12 @@ export function createAuthService(deps: Deps) {
         await uow.actor(); // still active, session still live: otherwise 401/403 and nothing changes
         const user = await lockUserForEdit(uow.tx, actor.id);
         const failed = !verified || user?.password_hash !== me?.password_hash;
-        const settled = await settleAttempt(uow.tx, actor.email, ip, failed);
+        const settled = await settleAttempt(uow.tx, email, ip, failed);
         if (settled !== undefined) return recordedFailure(uow, denied('throttled'), rateLimited(settled));
         if (failed || !passwordHash) return recordedFailure(uow, denied('bad_current_password'), wrongCurrentPassword());
         await updateUser(uow.tx, actor.id, { password_hash: passwordHash });
         const revoked = await sessions.revokeSessionsOf(uow.tx, actor.id, 'password_changed', actor.sessionId);
+        uow.tx.afterCommit(() => sessionCache.dropUser(actor.id));
         uow.audit({ action: 'PASSWORD_CHANGED', resourceType: 'USER', resourceId: actor.id, metadata: { revokedSessions: revoked } });
         uow.emit(userSessionsRevoked(actor.id, actor.sessionId));
       },
@@ -157,19 +164,41 @@ export function createAuthService(deps: Deps) {
     );
   }
 
-  /** An access token's caller as they are now (signature, then session and user), and when the token expires (ms). */
-  async function authenticateToken(token: string): Promise<{ actor: Actor; expiresAt: number }> {
+  /** The token's signature, expiry and claims: no database. */
+  async function verifiedClaims(token: string) {
     if (!/^[A-Za-z0-9._~+/-]+=*$/.test(token)) throw unauthenticated('UNAUTHENTICATED', 'The access token is not valid');
-    const claims = await verifyAccessToken(secrets.jwtKey, token);
+    return verifyAccessToken(secrets.jwtKey, token);
+  }
+
+  /**
+   * An access token's caller as the database has them now (signature, then session and user),
+   * and when the token expires (ms). Never from the cache: the sockets' handshake and reauth.
+   */
+  async function authenticateToken(token: string): Promise<{ actor: Actor; expiresAt: number }> {
+    const claims = await verifiedClaims(token);
     const actor = liveActor(await sessions.lookupSession(db, claims.sessionId), { id: claims.userId, sessionId: claims.sessionId });
     return { actor, expiresAt: claims.expiresAt * 1000 };
   }
 
-  /** The per-request check of HTTP: `Authorization: Bearer <token>`. */
+  /**
+   * The per-request check of HTTP: `Authorization: Bearer <token>`. From the session cache when
+   * it holds the session, else from the database, and then cached if live. A write checks the
+   * caller again on locked rows inside its transaction (use-cases/runner.ts).
+   */
   async function authenticate(authorization: string | undefined): Promise<Actor> {
     const match = authorization?.match(/^Bearer (\S+)$/);
     if (!match) throw unauthenticated('UNAUTHENTICATED', 'Send an access token as Authorization: Bearer <token>');
-    return (await authenticateToken(match[1]!)).actor;
+    const claims = await verifiedClaims(match[1]!);
+    const claimed = { id: claims.userId, sessionId: claims.sessionId };
+    const cached = sessionCache.get(claims.sessionId);
+    if (cached) return liveActor(cached, claimed);
+    const ticket = sessionCache.ticket();
+    // Taken before the read: the session's end by this clock is then never later than the database's.
+    const asked = Date.now();
+    const row = await sessions.lookupSession(db, claims.sessionId);
+    const actor = liveActor(row, claimed);
+    sessionCache.put(claims.sessionId, row!, asked + row!.expires_in_ms, ticket);
+    return actor;
   }
 
   return { login, refresh, logout, changePassword, authenticate, authenticateToken };

@@ -15,9 +15,11 @@ function lockActorText(userLock: string, sessionLock: string): string {
 }
 
 const S = statements('sessions', {
-  // The per-request check (authentication): the session and its user as they are now.
+  // The per-request check (authentication): the session and its user as they are now, and how
+  // long the session has left by the database's clock (the session cache's bound: no clock skew).
   lookup: {
-    text: `SELECT u.id, u.email, u.name, u.role, u.active, s.revoked_at IS NOT NULL AS revoked, s.expires_at <= now() AS expired
+    text: `SELECT u.id, u.email, u.name, u.role, u.active, s.revoked_at IS NOT NULL AS revoked, s.expires_at <= now() AS expired,
+       (extract(epoch FROM s.expires_at - now()) * 1000)::float8 AS expires_in_ms
   FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1`,
     prepare: true,
     lookup: true,
@@ -33,6 +35,15 @@ const S = statements('sessions', {
   // deletion, password change): those users' rows and the caller's, FOR UPDATE, at once and
   // in id order. Two ADMINs demoting each other then queue; the second finds itself demoted.
   lockActorChangingUsers: lockActorText('FOR UPDATE', 'FOR KEY SHARE'),
+  // A batch's callers at once (use-cases/batch.ts): every caller's user row, then every
+  // caller's session row, FOR KEY SHARE, in id order (the lock order above), in one statement
+  // instead of one a run. A row per session asked about that still belongs to its user.
+  lockActors: {
+    text: `SELECT u.id, u.email, u.name, u.role, u.active, s.id AS session_id, s.revoked_at IS NOT NULL AS revoked, s.expires_at <= now() AS expired
+  FROM (SELECT id, email, name, role, active FROM users WHERE id = ANY ($1::bigint[]) ORDER BY id FOR KEY SHARE) u
+  JOIN LATERAL (SELECT id, revoked_at, expires_at FROM sessions WHERE id = ANY ($2::bigint[]) AND user_id = u.id ORDER BY id FOR KEY SHARE) s ON true`,
+    prepare: true,
+  },
   insert: `INSERT INTO sessions (user_id, expires_at, ip, user_agent)
   VALUES ($1, now() + make_interval(secs => $2), $3, $4) RETURNING id`,
   // Sliding lifetime: each rotation extends the session.
@@ -57,8 +68,11 @@ const S = statements('sessions', {
 
 export type RevocationReason = 'logout' | 'password_changed' | 'deactivated' | 'refresh_reuse';
 
-export const lookupSession = async (q: Queryable, sessionId: number): Promise<SessionRow | undefined> =>
-  (await query<SessionRow>(q, S.lookup, [sessionId]))[0];
+/** A session as the per-request check reads it: its facts, and the milliseconds it has left. */
+export type LookedUpSession = SessionRow & { expires_in_ms: number };
+
+export const lookupSession = async (q: Queryable, sessionId: number): Promise<LookedUpSession | undefined> =>
+  (await query<LookedUpSession>(q, S.lookup, [sessionId]))[0];
 
 /** How a use case locks its caller's rows (and the users it changes): see the statements above. */
 export type CallerLock = 'key share' | 'revoking own session' | { changingUsers: readonly number[] };
@@ -70,6 +84,13 @@ export async function lockActor(q: Queryable, userId: number, sessionId: number,
     : mode === 'revoking own session' ? [S.lockActorRevokingSession, [userId]]
     : [S.lockActorChangingUsers, [...new Set([userId, ...mode.changingUsers])]];
   return (await query<SessionRow>(q, statement, [ids, sessionId])).find((row) => row.id === userId);
+}
+
+/** Locks many callers' rows at once (lockActor for a batch); answers each live session's row by session id. */
+export async function lockActors(q: Queryable, callers: ReadonlyArray<{ userId: number; sessionId: number }>): Promise<Map<number, SessionRow>> {
+  const byId = (ids: number[]) => [...new Set(ids)].sort((a, b) => a - b);
+  const rows = await query<SessionRow & { session_id: number }>(q, S.lockActors, [byId(callers.map((c) => c.userId)), byId(callers.map((c) => c.sessionId))]);
+  return new Map(rows.map(({ session_id, ...row }) => [session_id, row]));
 }
 
 export async function insertSession(q: Queryable, s: { userId: number; ttlSeconds: number; ip: string | null; userAgent: string | null }): Promise<number> {

@@ -1,5 +1,7 @@
 // User administration and self-service. Each audited change is one use case run by the
 // runner: the caller's rights are read, locked, inside the transaction that makes the change.
+// A change of what authenticates a user's requests (role, active, email, name, the user itself)
+// drops their sessions from this instance's session cache at commit, before it answers.
 import type { ActorContext, RequestContext, UserRole } from '../../context.js';
 import type { Tx } from '../../db/database.js';
 import type { Deps } from '../../deps.js';
@@ -34,7 +36,9 @@ export interface UsersServiceOptions {
 const changing = (id: number) => ({ callerLock: { changingUsers: [id] } });
 
 export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOptions) {
-  const { db, run } = deps;
+  const { db, run, sessionCache } = deps;
+  /** At commit: this instance's next request of the user reads them from the database (sessions.cache.ts). */
+  const uncacheAtCommit = (uow: UnitOfWork, id: number) => uow.tx.afterCommit(() => sessionCache.dropUser(id));
 
   /** `verdict` on user `id`: a refusal is 404 when they do not exist, else 403 with a DENIED record of `action` (if any) on them. */
   async function authorizeOnUser(uow: UnitOfWork, verdict: Verdict, id: number, action: AuditAction | undefined): Promise<void> {
@@ -185,6 +189,7 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
         if (change.email === undefined) uow.withoutRecord(change.name === undefined ? 'unchanged' : 'not audited');
         if (Object.keys(change).length === 0) return user;
         const updated = await repo.updateUser(uow.tx, id, change);
+        uncacheAtCommit(uow, id);
         if (change.email !== undefined) {
           uow.audit({ action: 'UPDATE_USER_EMAIL', resourceType: 'USER', resourceId: id, metadata: { oldEmail: user.email, newEmail: change.email } });
         }
@@ -206,6 +211,7 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
           }
           if (role !== 'ADMIN') await guardLastAdmin(uow.tx, user, 'demoted');
           const updated = await repo.updateUser(uow.tx, id, { role });
+          uncacheAtCommit(uow, id);
           uow.audit({ action: 'CHANGE_USER_ROLE', resourceType: 'USER', resourceId: id, metadata: { oldRole: user.role, newRole: role } });
           uow.emit(roleChanged(id, role));
           return updated;
@@ -234,6 +240,7 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
             uow.emit(userSessionsRevoked(id));
           }
           const updated = await repo.updateUser(uow.tx, id, { active });
+          uncacheAtCommit(uow, id);
           uow.audit({ action, resourceType: 'USER', resourceId: id });
           return updated;
         },
@@ -251,6 +258,7 @@ export function createUsersService(deps: Deps, { deletionSteps }: UsersServiceOp
           await guardLastAdmin(uow.tx, user, 'deleted');
           for (const step of deletionSteps) await step(uow, user);
           await repo.deleteUser(uow.tx, id);
+          uncacheAtCommit(uow, id);
           uow.audit({ action: 'DELETE_USER', resourceType: 'USER', resourceId: id, metadata: { email: user.email, role: user.role } });
           uow.emit(userSessionsRevoked(id));
         },
