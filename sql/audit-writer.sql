@@ -8,6 +8,22 @@ WITH record AS (
   INSERT INTO outbox (items) SELECT (left($10::text, -1) || CASE WHEN $10::text = '[]' THEN '' ELSE ',' END
     || '{"name":"audit-record","room":"admin","payload":{"id":' || record.id || '}}]')::json FROM record;
 
+-- audit-writer.insertBatch (prepared)
+WITH input AS (
+    SELECT CASE WHEN r.audited THEN nextval('audit_log_id_seq') END AS id, r.*
+      FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bool[])
+           WITH ORDINALITY AS r(actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id, events, audited, ord)
+  ), records AS (
+    INSERT INTO audit_log (id, actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, actor_id, action, resource_type, resource_id, result, metadata::jsonb, ip, user_agent, request_id FROM input WHERE audited ORDER BY id
+  )
+  INSERT INTO outbox (items) SELECT json_agg(x.item ORDER BY x.ord, x.n) FROM (
+      SELECT i.ord, e.n, e.item FROM input i CROSS JOIN LATERAL json_array_elements(i.events::json) WITH ORDINALITY AS e(item, n)
+      UNION ALL
+      SELECT i.ord, 2147483647, json_build_object('name', 'audit-record', 'room', 'admin', 'payload', json_build_object('id', i.id)) FROM input i WHERE i.audited
+    ) x HAVING count(*) > 0;
+
 -- audit-writer.insertPersonalData (planned per call)
 INSERT INTO audit_personal_data (ref, subject_user_id, value, salt)
   SELECT ref, $2::bigint, value, decode(salt, 'hex') FROM unnest($1::text[], $3::text[], $4::text[]) AS p(ref, value, salt);

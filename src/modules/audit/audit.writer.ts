@@ -11,7 +11,7 @@
 import type { Tx } from '../../db/database.js';
 import type { RequestContext } from '../../context.js';
 import type { OutboxEvent } from '../outbox/outbox.events.js';
-import { sendAuditRecord, sendPersonalData } from './audit-writer.repository.js';
+import { sendAuditBatch, sendAuditRecord, sendPersonalData } from './audit-writer.repository.js';
 import { newPersonalDataRef } from './audit.personal-data.js';
 import type { AuditAction, AuditResult, ResourceType } from './audit.vocabulary.js';
 
@@ -46,12 +46,24 @@ export interface AuditEntry {
   subjectUserId?: number | null;
 }
 
+/** What one run of a batch writes last: its record, if any, and its events. */
+export interface Written {
+  ctx: RequestContext;
+  entry: AuditEntry | undefined;
+  events: OutboxEvent[];
+}
+
 export interface AuditWriter {
   /**
    * Sends the record of a change in the change's transaction, with the transaction's outbox row:
    * `events` (the change's), then the record's own /admin event.
    */
   record(tx: Tx, ctx: RequestContext, entry: AuditEntry, events?: OutboxEvent[]): void;
+  /**
+   * The same for a batch of runs in one transaction (use-cases/batch.ts), in one statement: every
+   * record, and one outbox row with each run's events followed by its record's event, run by run.
+   */
+  recordBatch(tx: Tx, written: readonly Written[]): void;
 }
 
 const MAX_IP = 64;
@@ -59,7 +71,8 @@ const MAX_USER_AGENT = 512;
 
 
 export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
-  function record(tx: Tx, ctx: RequestContext, entry: AuditEntry, events: OutboxEvent[] = []): void {
+  /** The record's columns in the order of the insert (actor_id … request_id); its personal values sent first. */
+  function columnsOf(tx: Tx, ctx: RequestContext, entry: AuditEntry): unknown[] {
     const subject = entry.subjectUserId !== undefined ? entry.subjectUserId : entry.resourceType === 'USER' ? entry.resourceId : null;
     const metadata: Record<string, unknown> = { ...entry.metadata };
     const personal: Array<{ ref: string; value: string; salt: string }> = [];
@@ -74,7 +87,7 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
     if (personal.length > 0) {
       sendPersonalData(tx, subject, personal);
     }
-    sendAuditRecord(tx, [
+    return [
       entry.actorId !== undefined ? entry.actorId : (ctx.actor?.id ?? null),
       entry.action,
       entry.resourceType,
@@ -85,8 +98,20 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
       ctx.ip?.slice(0, MAX_IP) ?? null,
       ctx.userAgent?.slice(0, MAX_USER_AGENT) ?? null,
       ctx.requestId,
-    ], events);
+    ];
   }
 
-  return { record };
+  function record(tx: Tx, ctx: RequestContext, entry: AuditEntry, events: OutboxEvent[] = []): void {
+    sendAuditRecord(tx, columnsOf(tx, ctx, entry), events);
+  }
+
+  function recordBatch(tx: Tx, written: readonly Written[]): void {
+    sendAuditBatch(
+      tx,
+      written.map((w) => (w.entry ? columnsOf(tx, w.ctx, w.entry) : undefined)),
+      written.map((w) => w.events),
+    );
+  }
+
+  return { record, recordBatch };
 }

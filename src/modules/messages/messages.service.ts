@@ -13,7 +13,7 @@ import { presentMessage } from './messages.presenter.js';
 import * as repo from './messages.repository.js';
 import type { MessageRow } from './messages.repository.js';
 
-const POST = useCase('messages.post');
+const POST = useCase('messages.post', [], { batch: true });
 
 export const ROOM_PATTERN = '^(general|project:[1-9][0-9]{0,15})$';
 

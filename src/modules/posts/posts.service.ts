@@ -11,9 +11,9 @@ import { postsPolicy } from './posts.policy.js';
 import * as repo from './posts.repository.js';
 import type { PostRow } from './posts.repository.js';
 
-const CREATE = useCase('posts.create');
+const CREATE = useCase('posts.create', [], { batch: true });
 const DELETE = useCase('posts.delete');
-const LIKE = useCase('posts.like');
+const LIKE = useCase('posts.like', [], { batch: true });
 
 export function createPostsService(deps: Deps) {
   const { db, run } = deps;
@@ -31,7 +31,7 @@ export function createPostsService(deps: Deps) {
         uow.emit({ name: 'post-liked', room: `user:${post.author_id}`, payload: { post_id: id, user_id: me, like_count: after.like_count } });
       }
       return after;
-    });
+    }, { batchKey: `post:${id}` });
   }
 
   return {

@@ -17,10 +17,10 @@ import { taskDeletedEvent, taskEvent } from './tasks.events.js';
 import * as repo from './tasks.repository.js';
 import type { TaskRow } from './tasks.repository.js';
 
-const CREATE = useCase('tasks.create', ['CREATE_TASK']);
+const CREATE = useCase('tasks.create', ['CREATE_TASK'], { batch: true });
 const UPDATE = useCase('tasks.update');
-const ASSIGN = useCase('tasks.assign', ['ASSIGN_TASK']);
-const SET_STATUS = useCase('tasks.setStatus', ['CHANGE_TASK_STATUS']);
+const ASSIGN = useCase('tasks.assign', ['ASSIGN_TASK'], { batch: true });
+const SET_STATUS = useCase('tasks.setStatus', ['CHANGE_TASK_STATUS'], { batch: true });
 const DELETE = useCase('tasks.delete', ['DELETE_TASK']);
 
 export interface TaskQuery {
@@ -114,7 +114,7 @@ export function createTasksService(deps: Deps) {
         uow.emit(taskEvent('task-updated', updated));
         await notify(uow, [assigneeId], 'task_assigned', { task_id: id, project_id: task.project_id, title: task.title, actor_id: ctx.actor.id });
         return updated;
-      });
+      }, { batchKey: `task:${id}` });
     },
 
     async setStatus(ctx: ActorContext, id: number, status: TaskStatus, expected: ExpectedVersion): Promise<TaskRow> {
@@ -142,7 +142,7 @@ export function createTasksService(deps: Deps) {
           { aboutProject: task.project_id },
         );
         return updated;
-      });
+      }, { batchKey: `task:${id}` });
     },
 
     async remove(ctx: ActorContext, id: number): Promise<void> {

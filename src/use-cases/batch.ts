@@ -1,0 +1,228 @@
+// Natural batching of the hot writes (docs/architecture.md, "A batch"): concurrent runs of a
+// batched use case share one transaction and one commit. There is no timer: a writer takes
+// everything queued when it is free, so a lone run goes at once, alone, and a batch only grows
+// while earlier commits are in flight. On this hardware a write's cost is per statement and per
+// transaction, not per row (docs/performance.md), and the commit's WAL flush is most of it.
+//
+// Inside a batch every run keeps the runner's promises, item by item:
+//   - the callers' user and session rows are locked FOR KEY SHARE in one statement for all of
+//     them (sessions.repository lockActors), and each run decides on its own locked rows;
+//   - each run's body runs as it would alone (its statements pipelined with the others' on the
+//     batch's connection), records its one audit record, and gets its own answer;
+//   - a run refused before it wrote anything commits its DENIED record with the batch (its
+//     changes are none of the batch's; docs/api.md 5.3); one that failed before writing
+//     (404, 400, 409, 412) is answered with its error, and the others commit;
+//   - when a statement fails (the transaction is then aborted) or a run fails after writing,
+//     the batch rolls back: the run whose statement failed runs again alone, for an answer of its
+//     own, and the others run again as a batch once more, then alone. No run is ever answered
+//     with another's error;
+//   - a lock wait stalls the whole batch, so a batch waits at most LOCK_TIMEOUT for a row lock,
+//     and the run that waited runs again alone, where it may wait as long as it must;
+//   - two runs that read a row and then change it on what they read (RunOptions.batchKey) never
+//     share a batch: inside one transaction the row lock that orders them would not.
+// The queue is bounded: beyond it a run is refused with 503 and Retry-After, never queued without end.
+import type { RequestContext } from '../context.js';
+import type { Tx } from '../db/database.js';
+import { isUnavailableError, pgErrorCode } from '../db/database.js';
+import { IN_FAILED_TRANSACTION, RunTx, setLockTimeout } from '../db/shared-transaction.js';
+import { DomainError } from '../domain/errors.js';
+import { lockActors } from '../modules/sessions/sessions.repository.js';
+import type { Written } from '../modules/audit/audit.writer.js';
+import type { SessionRow } from '../modules/sessions/sessions.verdict.js';
+import type { Database } from '../db/database.js';
+import type { AuditWriter } from '../modules/audit/audit.writer.js';
+import type { CommitSignal, Committed } from './commit-signal.js';
+import { CommittedFailure, Refusal, Work, lostRaceOr, type CallerRow, type UseCase, type UseCaseBody } from './unit-of-work.js';
+
+/** What a run needs besides its use case: the database, the audit writer, and whom to tell of a commit. */
+export interface RunnerParts {
+  db: Database;
+  writer: AuditWriter;
+  commits: CommitSignal;
+}
+
+/** A run in a transaction of its own (runner.ts runAlone). */
+export type RunAlone = (ctx: RequestContext, uc: UseCase, body: UseCaseBody<unknown>) => Promise<unknown>;
+
+export interface BatchSettings {
+  /** Batches in flight at once; at least two, so that one stalled batch does not stop the writes. */
+  writers: number;
+  /** The most runs in one batch. */
+  maxBatch: number;
+  /** The most runs waiting for a writer; one more is refused (503). */
+  maxQueue: number;
+  /** How long a batch waits for a row lock (PostgreSQL) before its waiting run goes alone. */
+  lockTimeoutMs: number;
+}
+
+export const DEFAULT_BATCHING: BatchSettings = { writers: 2, maxBatch: 32, maxQueue: 2000, lockTimeoutMs: 200 };
+
+interface Item {
+  ctx: RequestContext;
+  uc: UseCase;
+  body: UseCaseBody<unknown>;
+  key: string | undefined;
+  resolve: (value: unknown) => void;
+  reject: (err: unknown) => void;
+  /** Batches this run was in that rolled back: after one, it runs alone. */
+  retried: number;
+}
+
+type Outcome = { ok: true; value: unknown; carried: Committed | undefined; written: Written } | { ok: false; error: unknown };
+
+interface Run {
+  item: Item;
+  tx: RunTx;
+  outcome?: Outcome;
+}
+
+/** Thrown inside a batch's transaction to roll it back; the runs are then settled one by one. */
+class RollBack extends Error {}
+
+export class Batcher {
+  private readonly queue: Item[] = [];
+  private inFlight = 0;
+
+  constructor(
+    private readonly parts: RunnerParts,
+    private readonly settings: BatchSettings,
+    private readonly runAlone: RunAlone,
+  ) {
+  }
+
+  submit<T>(ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, key: string | undefined): Promise<T> {
+    if (this.queue.length >= this.settings.maxQueue) {
+      return Promise.reject(new DomainError('unavailable', 'UNAVAILABLE', 'Too many writes are waiting; nothing was written. Retry shortly.', { retryAfterSeconds: 1 }));
+    }
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ ctx, uc, body: body as UseCaseBody<unknown>, key, resolve: resolve as (v: unknown) => void, reject, retried: 0 });
+      this.pump();
+    });
+  }
+
+  /** Starts a batch on every free writer, each taking what is queued (one run per key). */
+  private pump(): void {
+    while (this.inFlight < this.settings.writers && this.queue.length > 0) {
+      const batch: Item[] = [];
+      const keys = new Set<string>();
+      for (let i = 0; i < this.queue.length && batch.length < this.settings.maxBatch; ) {
+        const item = this.queue[i]!;
+        if (item.key !== undefined && keys.has(item.key)) {
+          i++;
+          continue;
+        }
+        if (item.key !== undefined) keys.add(item.key);
+        batch.push(item);
+        this.queue.splice(i, 1);
+      }
+      this.inFlight++;
+      void this.runBatch(batch).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+  }
+
+  private alone(item: Item): Promise<void> {
+    return this.runAlone(item.ctx, item.uc, item.body).then(item.resolve, item.reject);
+  }
+
+  private async runBatch(items: Item[]): Promise<void> {
+    if (items.length === 1) return this.alone(items[0]!);
+    const { db, writer, commits } = this.parts;
+    const runs: Run[] = [];
+    try {
+      await db.transaction(async (tx) => {
+        if (db.kind === 'postgres') setLockTimeout(tx, this.settings.lockTimeoutMs);
+        const callers = lockActors(tx, items.map((i) => ({ userId: i.ctx.actor!.id, sessionId: i.ctx.actor!.sessionId })));
+        callers.catch(() => {}); // each run awaits it through its caller
+        const callerRow: CallerRow = async (_tx, actor): Promise<SessionRow | undefined> => (await callers).get(actor.sessionId);
+        await Promise.all(items.map((item) => this.runIn(tx, item, callerRow, runs)));
+        await callers.catch((err: unknown) => {
+          throw new RollBack(String(err)); // the batch's own statement failed: every run goes again
+        });
+        // A failed statement aborted the transaction; a run that failed after writing left changes in it.
+        if (runs.some((r) => r.tx.failure !== undefined || (!r.outcome!.ok && r.tx.wrote))) throw new RollBack();
+        // Every record, the refused runs' DENIED ones among them, and one outbox row, in one statement.
+        const written: Written[] = [];
+        for (const r of runs) {
+          const outcome = r.outcome!;
+          if (outcome.ok) written.push(outcome.written);
+          else if (outcome.error instanceof Refusal && outcome.error.record) {
+            written.push({ ctx: r.item.ctx, entry: { ...outcome.error.record, result: 'DENIED' }, events: [] });
+          }
+        }
+        const last = new RunTx(tx);
+        writer.recordBatch(last, written);
+        await last.settled();
+        if (last.failure) throw new RollBack();
+      });
+    } catch (err) {
+      return this.afterRollBack(runs, items, err);
+    }
+    // Committed: every run is answered, in the order it was submitted.
+    let audited = false;
+    let events = 0;
+    for (const r of runs) {
+      const outcome = r.outcome!;
+      if (outcome.ok) {
+        for (const hook of r.tx.hooks) hook();
+        if (outcome.carried) {
+          audited ||= outcome.carried.audited;
+          events += outcome.carried.events;
+        }
+        if (outcome.value instanceof CommittedFailure) r.item.reject(outcome.value.error);
+        else r.item.resolve(outcome.value);
+      } else if (outcome.error instanceof Refusal) {
+        if (outcome.error.record) {
+          audited = true;
+          events += 1;
+        }
+        r.item.reject(outcome.error.error);
+      } else {
+        r.item.reject(lostRaceOr(outcome.error));
+      }
+    }
+    if (audited || events > 0) commits.committed({ audited, events });
+  }
+
+  /** Runs one item's body inside the batch's transaction, as it would run alone. */
+  private async runIn(tx: Tx, item: Item, callerRow: CallerRow, runs: Run[]): Promise<void> {
+    const run: Run = { item, tx: new RunTx(tx) };
+    runs.push(run);
+    const work = new Work(run.tx, item.ctx, item.uc, callerRow);
+    try {
+      const value = await item.body(work);
+      run.outcome = { ok: true, value, carried: work.carried, written: await work.settle() };
+    } catch (error) {
+      run.outcome = { ok: false, error };
+    }
+    await run.tx.settled();
+  }
+
+  /**
+   * The batch rolled back. A run that failed before writing anything keeps its answer (a refusal
+   * goes again alone, to record it); a run whose own statement failed goes again alone; the rest go
+   * again as a batch once, then alone. A lost connection answers every run with it (503): what
+   * was in flight rolled back, and an Idempotency-Key makes the retry safe.
+   */
+  private async afterRollBack(runs: Run[], items: Item[], err: unknown): Promise<void> {
+    const lost = isUnavailableError(err) ? err : runs.map((r) => r.tx.failure?.error).find(isUnavailableError);
+    const again: Item[] = [];
+    const alone: Item[] = [];
+    for (const item of items) {
+      const run = runs.find((r) => r.item === item);
+      const outcome = run?.outcome;
+      if (lost !== undefined) item.reject(lost);
+      else if (run && outcome && !outcome.ok && !run.tx.wrote && run.tx.failure === undefined && !(outcome.error instanceof Refusal) && pgErrorCode(outcome.error) === undefined) {
+        item.reject(lostRaceOr(outcome.error)); // its answer did not depend on the batch
+      } else if (err instanceof RollBack && item.retried === 0 && run && !run.tx.culprit && (outcome?.ok || pgErrorCode(outcome?.error) === IN_FAILED_TRANSACTION)) {
+        item.retried++;
+        again.push(item);
+      } else {
+        alone.push(item);
+      }
+    }
+    await Promise.all([...alone.map((item) => this.alone(item)), again.length > 0 ? this.runBatch(again) : undefined]);
+  }
+}
