@@ -6,6 +6,7 @@
 import Fastify from 'fastify';
 import pg from 'pg';
 import { createTaskHandler } from './create-task.mjs';
+import { listTasksHandler } from './list-tasks.mjs';
 
 pg.types.setTypeParser(20, Number);
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.DATABASE_POOL_SIZE ?? 10) });
@@ -15,17 +16,7 @@ const COLUMNS = 'id, project_id, title, description, status, assignee_id, create
 
 app.post('/tasks', createTaskHandler(pool, userId, COLUMNS));
 
-app.get('/tasks', async (request, reply) => {
-  const limit = Number(request.query.limit ?? 20);
-  const rows = (await pool.query(
-    `SELECT ${COLUMNS} FROM tasks
-      WHERE project_id = ANY (ARRAY(SELECT project_id FROM project_members WHERE user_id = $1))
-      ORDER BY id DESC LIMIT $2`,
-    [userId, limit + 1],
-  )).rows;
-  reply.header('content-type', 'application/json');
-  return JSON.stringify({ data: rows.slice(0, limit), next_cursor: rows.length > limit ? String(rows[limit - 1].id) : null });
-});
+app.get('/tasks', listTasksHandler(pool, userId, COLUMNS));
 
 await app.listen({ port: Number(process.env.PORT), host: '127.0.0.1' });
 process.on('SIGTERM', async () => {
