@@ -3,5 +3,16 @@
 -- messages.insert (planned per call)
 INSERT INTO messages (room, project_id, author_id, text) VALUES ($1, $2, $3, $4) RETURNING id, room, author_id, text, created_at;
 
+-- messages.insert.gathered (prepared)
+WITH input AS (
+    SELECT nextval('messages_id_seq') AS id, i.*
+      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[]) WITH ORDINALITY AS i(room, project_id, author_id, text, ord)
+  ), inserted AS (
+    INSERT INTO messages (id, room, project_id, author_id, text) OVERRIDING SYSTEM VALUE
+    SELECT id, room, project_id, author_id, text FROM input ORDER BY ord
+    RETURNING id, room, author_id, text, created_at
+  )
+  SELECT input.ord, inserted.id, inserted.room, inserted.author_id, inserted.text, inserted.created_at FROM inserted JOIN input ON input.id = inserted.id;
+
 -- messages.list (planned per call)
 SELECT id, room, author_id, text, created_at FROM messages WHERE room = $1 AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT $3;

@@ -11,6 +11,17 @@ SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.cr
 -- tasks.insert (prepared)
 INSERT INTO tasks (project_id, title, description, assignee_id, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at;
 
+-- tasks.insert.gathered (prepared)
+WITH input AS (
+    SELECT nextval('tasks_id_seq') AS id, i.*
+      FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) WITH ORDINALITY AS i(project_id, title, description, assignee_id, created_by, ord)
+  ), inserted AS (
+    INSERT INTO tasks (id, project_id, title, description, assignee_id, created_by) OVERRIDING SYSTEM VALUE
+    SELECT id, project_id, title, description, assignee_id, created_by FROM input ORDER BY ord
+    RETURNING id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at
+  )
+  SELECT input.ord, inserted.id, inserted.project_id, inserted.title, inserted.description, inserted.status, inserted.assignee_id, inserted.created_by, inserted.version, inserted.created_at, inserted.updated_at FROM inserted JOIN input ON input.id = inserted.id;
+
 -- tasks.list (every filter) (assembled per call)
 SELECT id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at FROM tasks WHERE project_id = ANY (ARRAY(SELECT project_id FROM project_members WHERE user_id = $1)) AND project_id = $2 AND assignee_id = $3 AND status = $4 AND to_tsvector('simple', title || ' ' || description) @@ websearch_to_tsquery('simple', $5) AND id < $6 ORDER BY id DESC LIMIT $7;
 

@@ -9,6 +9,7 @@ import { describe, test } from 'node:test';
 import type { ActorContext } from '../src/context.js';
 import { DomainError, invalid, notFound } from '../src/domain/errors.js';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
+import { insertTask } from '../src/modules/tasks/tasks.repository.js';
 import { insertUser } from '../src/modules/users/users.repository.js';
 import { DEFAULT_BATCHING, type BatchSettings } from '../src/use-cases/batch.js';
 import { CommitSignal, type Committed } from '../src/use-cases/commit-signal.js';
@@ -207,6 +208,52 @@ describe('runs submitted together', () => {
       );
     const answers = await Promise.all([bump(a!), bump(b!), bump(c!)]);
     assert.deepEqual(answers, [1, 2, 3], 'no run lost another\'s update');
+  });
+
+  test('runs of one batch share one execution of a shareable statement (the same text and values), and no other', async () => {
+    const run = runner();
+    const ctxs = await callers(6);
+    const draw = (uow: UnitOfWork, shareable: boolean, key: number) =>
+      uow.tx.query<{ n: number }>('SELECT nextval(\'tasks_id_seq\') AS n, $1::int AS key', [key], { shareable });
+    const answers = await Promise.all(
+      ctxs.map((ctx, i) =>
+        run(ctx, BATCHED_PLAIN, async (uow) => {
+          const [same, own, byKey] = await Promise.all([draw(uow, true, 0), draw(uow, false, 0), draw(uow, true, i % 2)]);
+          uow.withoutRecord('not audited');
+          return { same: same[0]!.n, own: own[0]!.n, byKey: byKey[0]!.n };
+        }),
+      ),
+    );
+    const batched = answers.slice(2);
+    assert.equal(new Set(batched.map((a) => a.same)).size, 1, 'one execution for the same values');
+    assert.equal(new Set(batched.map((a) => a.own)).size, 4, 'a statement not declared shareable runs for each run');
+    assert.equal(new Set(batched.map((a) => a.byKey)).size, 2, 'other values, another execution');
+  });
+
+  test('one-row inserts of a batch\'s runs go as one statement, and each run gets its own row back', async () => {
+    const run = runner();
+    const ctxs = await callers(7);
+    const [project] = await h.database.owner.query<{ id: number }>(`INSERT INTO projects (name, description, created_by) VALUES ('batch', '', $1) RETURNING id`, [ctxs[0]!.actor.id]);
+    const created = await Promise.all(
+      ctxs.map((ctx, i) =>
+        run(ctx, BATCHED_PLAIN, async (uow) => {
+          const [a, b] = await Promise.all([
+            insertTask(uow.tx, { projectId: project!.id, title: `${ctx.requestId} a`, description: `run ${i}`, assigneeId: null, createdBy: ctx.actor.id }),
+            insertTask(uow.tx, { projectId: project!.id, title: `${ctx.requestId} b`, description: `run ${i}`, assigneeId: null, createdBy: ctx.actor.id }),
+          ]);
+          uow.withoutRecord('not audited');
+          return [a, b];
+        }),
+      ),
+    );
+    for (const [i, [a, b]] of created.entries()) {
+      assert.equal(a!.title, `${ctxs[i]!.requestId} a`);
+      assert.equal(b!.title, `${ctxs[i]!.requestId} b`);
+      assert.equal(a!.created_by, ctxs[i]!.actor.id);
+    }
+    const stored = await h.database.owner.query<{ id: number; title: string; xmin: string }>('SELECT id, title, xmin::text FROM tasks WHERE project_id = $1', [project!.id]);
+    assert.deepEqual(new Map(stored.map((t) => [t.id, t.title])), new Map(created.flat().map((t) => [t!.id, t!.title])), 'each answer is the row stored under its id');
+    assert.equal(new Set(stored.filter((t) => !t.title.startsWith(ctxs[0]!.requestId) && !t.title.startsWith(ctxs[1]!.requestId)).map((t) => t.xmin)).size, 1);
   });
 
   test('beyond the queue\'s bound a run is refused with 503 UNAVAILABLE and Retry-After; nothing of it is written', async () => {

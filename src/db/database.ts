@@ -17,6 +17,24 @@ export interface QueryOptions {
    * queued behind it on its lane waits.
    */
   lookup?: boolean;
+  /**
+   * The statement only reads and locks: run again with the same values in the same transaction,
+   * it answers the same rows and changes nothing. Runs that share a transaction (a batch,
+   * db/shared-transaction.ts) then share one execution of it.
+   */
+  shareable?: boolean;
+  /**
+   * A one-row insert with a many-row form (statements.ts `gathered`): runs that share a
+   * transaction (a batch) and send it in the same turn of the event loop send one statement
+   * for all their rows, each run answered with its own.
+   */
+  gather?: GatheredForm;
+}
+
+/** The many-row form of a one-row statement: its i-th parameter an array of every row's i-th value; it answers each row with its `ord` (1-based). */
+export interface GatheredForm {
+  name: string;
+  text: string;
 }
 
 export interface Queryable {

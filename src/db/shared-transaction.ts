@@ -1,7 +1,7 @@
 // A run's view of a transaction it shares with others (use-cases/batch.ts): its statements go to
 // the shared transaction, and it keeps what is needed to judge the run alone: whether it wrote,
 // which of its own statements failed, and its after-commit hooks.
-import type { QueryOptions, Tx } from './database.js';
+import type { GatheredForm, QueryOptions, Tx } from './database.js';
 import { pgErrorCode } from './database.js';
 
 /** SQLSTATE of "current transaction is aborted": a statement that failed only because another did. */
@@ -27,11 +27,21 @@ export class RunTx implements Tx {
   readonly hooks: Array<() => void> = [];
   private readonly answers: Array<Promise<void>> = [];
 
-  constructor(private readonly shared: Tx) {}
+  /**
+   * `together`: what the runs sharing the transaction share: the shareable statements already
+   * sent, by text and values, and the gathered inserts of this turn of the event loop.
+   */
+  constructor(
+    private readonly shared: Tx,
+    private readonly together?: Together,
+  ) {}
 
   query<R>(sql: string, params?: readonly unknown[], opts?: QueryOptions): Promise<R[]> {
     if (writes(sql)) this.wrote = true;
-    const answer = this.shared.query<R>(sql, params, opts);
+    const answer =
+      opts?.gather && this.together ? this.together.gather<R>(opts.gather, params ?? [])
+      : opts?.shareable && this.together ? this.together.execution<R>(sql, params, opts)
+      : this.shared.query<R>(sql, params, opts);
     this.answers.push(answer.then(() => undefined, (error: unknown) => void (this.failure ??= { error })));
     return answer;
   }
@@ -59,4 +69,59 @@ export class RunTx implements Tx {
 /** How long the rest of the transaction waits for a row lock before its statement fails (55P03). */
 export function setLockTimeout(tx: Tx, ms: number): void {
   tx.send('SELECT set_config($1, $2, true)', ['lock_timeout', `${Math.max(1, Math.round(ms))}ms`]);
+}
+
+interface Gathering {
+  form: GatheredForm;
+  rows: Array<readonly unknown[]>;
+  answers: Array<{ resolve: (rows: unknown[]) => void; reject: (err: unknown) => void }>;
+}
+
+/**
+ * What the runs of one shared transaction share (QueryOptions.shareable and gather): one
+ * execution of a read with the same values, and one many-row statement for the one-row inserts
+ * sent in the same turn of the event loop (the runs of a batch advance together: their answers
+ * arrive in one read of the socket). A gathered insert is sent after the run's other statements
+ * of that turn; a run awaits its answer (the new row) before any statement that depends on it.
+ */
+export class Together {
+  private readonly executions = new Map<string, Promise<unknown[]>>();
+  private readonly gatherings = new Map<string, Gathering>();
+
+  constructor(private readonly shared: Tx) {}
+
+  execution<R>(sql: string, params: readonly unknown[] | undefined, opts: QueryOptions): Promise<R[]> {
+    const key = `${sql}\u0000${JSON.stringify(params ?? [])}`;
+    let execution = this.executions.get(key);
+    if (!execution) {
+      execution = this.shared.query(sql, params, opts);
+      this.executions.set(key, execution);
+    }
+    return execution as Promise<R[]>;
+  }
+
+  gather<R>(form: GatheredForm, params: readonly unknown[]): Promise<R[]> {
+    let gathering = this.gatherings.get(form.name);
+    if (!gathering) {
+      const g: Gathering = { form, rows: [], answers: [] };
+      this.gatherings.set(form.name, g);
+      process.nextTick(() => this.send(g));
+      gathering = g;
+    }
+    gathering.rows.push(params);
+    return new Promise<R[]>((resolve, reject) => gathering.answers.push({ resolve: resolve as (rows: unknown[]) => void, reject }));
+  }
+
+  private send(g: Gathering): void {
+    this.gatherings.delete(g.form.name);
+    const columns = g.rows[0]!.map((_, i) => g.rows.map((row) => row[i]));
+    this.shared.query<{ ord: number | string }>(g.form.text, columns, { prepareAs: g.form.name }).then(
+      (rows) => {
+        const byRow: unknown[][] = g.answers.map(() => []);
+        for (const { ord, ...row } of rows) byRow[Number(ord) - 1]?.push(row);
+        g.answers.forEach((a, i) => a.resolve(byRow[i]!));
+      },
+      (err: unknown) => g.answers.forEach((a) => a.reject(err)),
+    );
+  }
 }

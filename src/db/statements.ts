@@ -20,6 +20,14 @@ export interface StatementSpec {
   prepare?: boolean;
   /** A short key lookup outside transactions, on the pipelined lookup lanes (QueryOptions.lookup). */
   lookup?: boolean;
+  /** Reads and locks only: runs sharing a transaction share one execution (QueryOptions.shareable). */
+  shareable?: boolean;
+  /**
+   * For a one-row insert: its many-row form (QueryOptions.gather), prepared as `<name>.gathered`.
+   * Its i-th parameter is an array of the rows' i-th values; it answers every row with `ord`,
+   * the row's place (1-based) among them.
+   */
+  gathered?: string;
 }
 
 export interface DeclaredStatement {
@@ -46,10 +54,13 @@ export function statements<K extends string>(repository: string, specs: Record<K
   const out = {} as Record<K, Statement>;
   for (const key of Object.keys(specs) as K[]) {
     const spec = specs[key];
-    const { text, prepare, lookup } = typeof spec === 'string' ? { text: spec, prepare: false, lookup: false } : spec;
+    const { text, prepare, lookup, shareable, gathered } = typeof spec === 'string' ? { text: spec, prepare: false, lookup: false, shareable: false, gathered: undefined } : spec;
     const name = `${repository}.${key}`;
     register(name, { text, mode: prepare ? (lookup ? 'prepared lookup' : 'prepared') : 'planned per call' });
-    out[key] = { name, text, options: prepare ? { prepareAs: name, lookup } : undefined };
+    if (gathered !== undefined) register(`${name}.gathered`, { text: gathered, mode: 'prepared' });
+    const options: QueryOptions | undefined = prepare ? { prepareAs: name, lookup } : undefined;
+    const extra = { ...(shareable ? { shareable } : {}), ...(gathered !== undefined ? { gather: { name: `${name}.gathered`, text: gathered } } : {}) };
+    out[key] = { name, text, options: Object.keys(extra).length > 0 ? { ...options, ...extra } : options };
   }
   return out;
 }

@@ -24,7 +24,7 @@
 import type { RequestContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import { isUnavailableError, pgErrorCode } from '../db/database.js';
-import { IN_FAILED_TRANSACTION, RunTx, setLockTimeout } from '../db/shared-transaction.js';
+import { IN_FAILED_TRANSACTION, RunTx, Together, setLockTimeout } from '../db/shared-transaction.js';
 import { DomainError } from '../domain/errors.js';
 import { lockActors } from '../modules/sessions/sessions.repository.js';
 import type { Written } from '../modules/audit/audit.writer.js';
@@ -137,7 +137,8 @@ export class Batcher {
         const callers = lockActors(tx, items.map((i) => ({ userId: i.ctx.actor!.id, sessionId: i.ctx.actor!.sessionId })));
         callers.catch(() => {}); // each run awaits it through its caller
         const callerRow: CallerRow = async (_tx, actor): Promise<SessionRow | undefined> => (await callers).get(actor.sessionId);
-        await Promise.all(items.map((item) => this.runIn(tx, item, callerRow, runs)));
+        const together = new Together(tx);
+        await Promise.all(items.map((item) => this.runIn(tx, item, callerRow, runs, together)));
         await callers.catch((err: unknown) => {
           throw new RollBack(String(err)); // the batch's own statement failed: every run goes again
         });
@@ -187,8 +188,8 @@ export class Batcher {
   }
 
   /** Runs one item's body inside the batch's transaction, as it would run alone. */
-  private async runIn(tx: Tx, item: Item, callerRow: CallerRow, runs: Run[]): Promise<void> {
-    const run: Run = { item, tx: new RunTx(tx) };
+  private async runIn(tx: Tx, item: Item, callerRow: CallerRow, runs: Run[], together: Together): Promise<void> {
+    const run: Run = { item, tx: new RunTx(tx, together) };
     runs.push(run);
     const work = new Work(run.tx, item.ctx, item.uc, callerRow);
     try {

@@ -13,7 +13,19 @@ export interface MessageRow {
 const COLUMNS = 'id, room, author_id, text, created_at';
 
 const S = statements('messages', {
-  insert: `INSERT INTO messages (room, project_id, author_id, text) VALUES ($1, $2, $3, $4) RETURNING ${COLUMNS}`,
+  insert: {
+    text: `INSERT INTO messages (room, project_id, author_id, text) VALUES ($1, $2, $3, $4) RETURNING ${COLUMNS}`,
+    // A batch's messages in one statement (db/shared-transaction.ts), as tasks.insert.
+    gathered: `WITH input AS (
+    SELECT nextval('messages_id_seq') AS id, i.*
+      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[]) WITH ORDINALITY AS i(room, project_id, author_id, text, ord)
+  ), inserted AS (
+    INSERT INTO messages (id, room, project_id, author_id, text) OVERRIDING SYSTEM VALUE
+    SELECT id, room, project_id, author_id, text FROM input ORDER BY ord
+    RETURNING ${COLUMNS}
+  )
+  SELECT input.ord, ${COLUMNS.split(', ').map((c) => `inserted.${c}`).join(', ')} FROM inserted JOIN input ON input.id = inserted.id`,
+  },
   list: `SELECT ${COLUMNS} FROM messages WHERE room = $1 AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT $3`,
 });
 

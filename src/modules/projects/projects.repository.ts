@@ -43,8 +43,9 @@ const S = statements('projects', {
   // UPDATE, not UPDATE: task creation in the project (its foreign key takes KEY SHARE) goes on.
   lockForChange: `SELECT ${COLUMNS} FROM projects p WHERE p.id = $1 FOR NO KEY UPDATE OF p`,
   lockForDelete: `SELECT ${COLUMNS} FROM projects p WHERE p.id = $1 FOR UPDATE OF p`,
-  access: { text: accessText('$1'), prepare: true },
-  accessByTask: { text: accessText('(SELECT project_id FROM tasks WHERE id = $1)'), prepare: true },
+  // Locks only: runs of one batch that ask the same share one execution (QueryOptions.shareable).
+  access: { text: accessText('$1'), prepare: true, shareable: true },
+  accessByTask: { text: accessText('(SELECT project_id FROM tasks WHERE id = $1)'), prepare: true, shareable: true },
   // Read-only, for reads: whether the project exists and the user's role in it, in one round trip.
   projectAndRole: {
     text: 'SELECT m.role FROM projects p LEFT JOIN project_members m ON m.project_id = p.id AND m.user_id = $2 WHERE p.id = $1',

@@ -34,6 +34,17 @@ const S = statements('tasks', {
   insert: {
     text: `INSERT INTO tasks (project_id, title, description, assignee_id, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`,
     prepare: true,
+    // A batch's creations in one statement (db/shared-transaction.ts): ids drawn first, beside
+    // each row's place, so that each run gets its own task whatever order the rows go in.
+    gathered: `WITH input AS (
+    SELECT nextval('tasks_id_seq') AS id, i.*
+      FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) WITH ORDINALITY AS i(project_id, title, description, assignee_id, created_by, ord)
+  ), inserted AS (
+    INSERT INTO tasks (id, project_id, title, description, assignee_id, created_by) OVERRIDING SYSTEM VALUE
+    SELECT id, project_id, title, description, assignee_id, created_by FROM input ORDER BY ord
+    RETURNING ${COLUMNS}
+  )
+  SELECT input.ord, ${COLUMNS.split(', ').map((c) => `inserted.${c}`).join(', ')} FROM inserted JOIN input ON input.id = inserted.id`,
   },
   // Applies the fields given (null: unchanged; $5 says whether the assignee is set) and bumps the version.
   update: `UPDATE tasks SET
