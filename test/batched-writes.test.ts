@@ -16,6 +16,9 @@ import { CommitSignal, type Committed } from '../src/use-cases/commit-signal.js'
 import { createRunner, useCase, type Run, type UnitOfWork } from '../src/use-cases/runner.js';
 import { useTestDatabase } from './helpers/harness.js';
 import pg from 'pg';
+import { isUnavailableError } from '../src/db/database.js';
+import { APP_ROLE, createPostgresDatabase } from '../src/db/postgres.js';
+import { TcpProxy } from './helpers/tcp-proxy.js';
 import { needsPostgres } from './helpers/server.js';
 
 const h = useTestDatabase();
@@ -291,5 +294,47 @@ describe('runs submitted together', () => {
     await holder.end();
     await Promise.all(runs);
     assert.deepEqual((await Promise.all(ctxs.map(left))).map((s) => s.changes), [1, 1, 1, 1, 1, 1]);
+  });
+
+  test('a connection lost mid-batch answers every run of the batch with 503 UNAVAILABLE, and none of them committed', { skip: needsPostgres }, async () => {
+    const target = new URL(h.database.databaseUrl!);
+    const proxy = new TcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    const proxied = new URL(h.database.databaseUrl!);
+    proxied.hostname = '127.0.0.1';
+    proxied.port = String(await proxy.start());
+    const db = createPostgresDatabase({ url: proxied.toString(), poolSize: 4, role: APP_ROLE, onError: () => {} });
+    try {
+      const run = createRunner(db, createAuditWriter(Buffer.alloc(32, 1)), commits);
+      const ctxs = await callers(6);
+      let reached!: () => void;
+      const atGate = new Promise<void>((resolve) => (reached = resolve));
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => (open = resolve));
+      const settled = Promise.allSettled(
+        ctxs.map((ctx, i) =>
+          run(ctx, BATCHED_PLAIN, async (uow) => {
+            await change(uow);
+            if (i === 4) {
+              reached();
+              await gate;
+            }
+            uow.withoutRecord('not audited');
+          }),
+        ),
+      );
+      await atGate;
+      await proxy.stop();
+      open();
+      const outcomes = await settled;
+      assert.deepEqual(outcomes.slice(0, 2).map(codeOf), ['ok', 'ok'], 'the two runs alone committed before the cut');
+      for (const o of outcomes.slice(2)) {
+        assert.equal(o.status, 'rejected');
+        assert.ok(isUnavailableError((o as PromiseRejectedResult).reason), String((o as PromiseRejectedResult).reason));
+      }
+      assert.deepEqual((await Promise.all(ctxs.map(left))).map((s) => s.changes), [1, 1, 0, 0, 0, 0]);
+    } finally {
+      await proxy.stop();
+      await db.close();
+    }
   });
 });
