@@ -43,3 +43,15 @@ UPDATE tasks SET
     assignee_id = CASE WHEN $5 THEN $6::bigint ELSE assignee_id END,
     version = version + 1, updated_at = now()
   WHERE id = $1 RETURNING id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at;
+
+-- tasks.update.gathered (prepared)
+UPDATE tasks t SET
+    title = COALESCE(i.title, t.title),
+    description = COALESCE(i.description, t.description),
+    status = COALESCE(i.status, t.status),
+    assignee_id = CASE WHEN i.set_assignee THEN i.assignee_id ELSE t.assignee_id END,
+    version = t.version + 1, updated_at = now()
+  FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::bigint[])
+       WITH ORDINALITY AS i(id, title, description, status, set_assignee, assignee_id, ord)
+  WHERE t.id = i.id
+  RETURNING i.ord, t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at;

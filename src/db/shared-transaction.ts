@@ -119,7 +119,9 @@ export class Together {
       (rows) => {
         const byRow: unknown[][] = g.answers.map(() => []);
         for (const { ord, ...row } of rows) byRow[Number(ord) - 1]?.push(row);
-        g.answers.forEach((a, i) => a.resolve(byRow[i]!));
+        // A row the many-row form did not answer (an update of a row that is gone) fails its run,
+        // which then goes alone and gets the one-row statement's own answer.
+        g.answers.forEach((a, i) => (byRow[i]!.length > 0 ? a.resolve(byRow[i]!) : a.reject(new Error(`${g.form.name} answered no row for row ${i + 1}`))));
       },
       (err: unknown) => g.answers.forEach((a) => a.reject(err)),
     );

@@ -47,13 +47,27 @@ const S = statements('tasks', {
   SELECT input.ord, ${COLUMNS.split(', ').map((c) => `inserted.${c}`).join(', ')} FROM inserted JOIN input ON input.id = inserted.id`,
   },
   // Applies the fields given (null: unchanged; $5 says whether the assignee is set) and bumps the version.
-  update: `UPDATE tasks SET
+  update: {
+    text: `UPDATE tasks SET
     title = COALESCE($2, title),
     description = COALESCE($3, description),
     status = COALESCE($4, status),
     assignee_id = CASE WHEN $5 THEN $6::bigint ELSE assignee_id END,
     version = version + 1, updated_at = now()
   WHERE id = $1 RETURNING ${COLUMNS}`,
+    // A batch's changes of tasks in one statement (db/shared-transaction.ts). The runs of one batch
+    // change different tasks (their batchKey), so each row of the input matches one task.
+    gathered: `UPDATE tasks t SET
+    title = COALESCE(i.title, t.title),
+    description = COALESCE(i.description, t.description),
+    status = COALESCE(i.status, t.status),
+    assignee_id = CASE WHEN i.set_assignee THEN i.assignee_id ELSE t.assignee_id END,
+    version = t.version + 1, updated_at = now()
+  FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::bigint[])
+       WITH ORDINALITY AS i(id, title, description, status, set_assignee, assignee_id, ord)
+  WHERE t.id = i.id
+  RETURNING i.ord, ${COLUMNS.split(', ').map((c) => `t.${c}`).join(', ')}`,
+  },
   delete: 'DELETE FROM tasks WHERE id = $1',
   // A user's tasks lose their assignee: in one project ($2) when they leave it, or everywhere
   // (null) when they are deleted. A visible change: the version moves.
