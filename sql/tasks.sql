@@ -31,6 +31,10 @@ SELECT id, project_id, title, description, status, assignee_id, created_by, vers
 -- tasks.lock (prepared)
 SELECT id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at FROM tasks WHERE id = $1 FOR NO KEY UPDATE;
 
+-- tasks.lock.gathered (prepared)
+SELECT i.ord, t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at FROM unnest($1::bigint[]) WITH ORDINALITY AS i(id, ord)
+  JOIN tasks t ON t.id = i.id ORDER BY t.id FOR NO KEY UPDATE OF t;
+
 -- tasks.unassign (planned per call)
 UPDATE tasks SET assignee_id = NULL, version = version + 1, updated_at = now()
   WHERE assignee_id = $1 AND ($2::bigint IS NULL OR project_id = $2) RETURNING id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at;

@@ -30,7 +30,13 @@ const S = statements('tasks', {
     lookup: true,
   },
   // Taken after the project and memberships (projects.access.ts): the lock order everywhere.
-  lock: { text: `SELECT ${COLUMNS} FROM tasks WHERE id = $1 FOR NO KEY UPDATE`, prepare: true },
+  lock: {
+    text: `SELECT ${COLUMNS} FROM tasks WHERE id = $1 FOR NO KEY UPDATE`,
+    prepare: true,
+    // A batch's runs lock their tasks in one statement, in id order (db/shared-transaction.ts).
+    gathered: `SELECT i.ord, ${COLUMNS_OF_T} FROM unnest($1::bigint[]) WITH ORDINALITY AS i(id, ord)
+  JOIN tasks t ON t.id = i.id ORDER BY t.id FOR NO KEY UPDATE OF t`,
+  },
   insert: {
     text: `INSERT INTO tasks (project_id, title, description, assignee_id, created_by) VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`,
     prepare: true,
