@@ -130,6 +130,12 @@ async function listenOn(
       await c.connect();
       // The channel is a fixed identifier checked above; LISTEN takes no parameters.
       await c.query(`LISTEN ${channel}`);
+      // Stopped while this connection was being made: it must not outlive the stop (an open
+      // connection keeps the process alive, and would report itself listening).
+      if (stopped) {
+        await c.end().catch(() => {});
+        return;
+      }
       client = c;
       pause = 100;
       onState(true);
