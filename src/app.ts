@@ -4,6 +4,7 @@ import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { trustedNetworks } from './config.js';
 import type { Deps } from './deps.js';
+import { requestLinesOf } from './logger.js';
 import { API_PREFIX, registerConventions, requestId, rewriteUrl } from './http/conventions.js';
 import { clientErrorHandler, frameworkErrors, registerErrorHandler } from './http/error-handler.js';
 import { registerIdempotency } from './http/idempotency.js';
@@ -12,6 +13,7 @@ import { registerHttpPlugins } from './http/plugins.js';
 import { parseJsonBody } from './http/json-body.js';
 import { buildShapeSerializer } from './http/serialization.js';
 import { registerRateLimit } from './http/rate-limit.js';
+import { RequestLog } from './http/request-context.js';
 import { createValidatorCompiler } from './http/validation.js';
 import { auditRoutes } from './modules/audit/audit.routes.js';
 import { registerAuditConsole } from './modules/audit/console.routes.js';
@@ -40,6 +42,7 @@ export async function buildApp(deps: Deps, services: Services) {
   const { config, db } = deps;
   const app = Fastify({
     loggerInstance: deps.log as FastifyBaseLogger,
+    logController: new RequestLog(requestLinesOf(deps.log)),
     genReqId: requestId,
     requestIdHeader: false,
     rewriteUrl: (req) => rewriteUrl(req.url ?? '/'),

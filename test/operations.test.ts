@@ -322,12 +322,13 @@ describe('alerting rules (deploy/prometheus)', () => {
 });
 
 describe('request log', () => {
-  test('a request\'s completion line names its route, status, user and problem code, and never a token or password', { timeout: 120_000 }, async () => {
+  test('a request\'s one line names its URL, route, status, user and problem code, and never a token or password', { timeout: 120_000 }, async () => {
     const dataDir = await migratedDataDir('teamlog-ops-log-');
     const password = `ops-password-${randomBytes(6).toString('hex')}`;
     const proc = await spawnServer({ DATA_DIR: dataDir, ADMIN_EMAIL: 'ops@test.local', ADMIN_PASSWORD: password, RATE_LIMIT_PER_MINUTE: '4', LOG_LEVEL: 'info' });
     try {
       await proc.waitReady();
+      const urls = new Map<string, string>();
       const call = async (method: string, urlPath: string, opts: { token?: string; body?: unknown } = {}) => {
         const res = await fetch(proc.url + urlPath, {
           method,
@@ -335,6 +336,7 @@ describe('request log', () => {
           body: opts.body ? JSON.stringify(opts.body) : undefined,
         });
         const body = (await res.json().catch(() => undefined)) as Record<string, any> | undefined;
+        urls.set(res.headers.get('x-request-id')!, urlPath);
         return { status: res.status, requestId: res.headers.get('x-request-id')!, body };
       };
       const login = await call('POST', '/api/v1/auth/login', { body: { email: 'ops@test.local', password } });
@@ -360,7 +362,12 @@ describe('request log', () => {
               return [];
             }
           }).find((l) => l.reqId === requestId && l.msg === 'request completed');
-          if (line) return line.res as Record<string, unknown>;
+          if (line) {
+            // The request beside its answer, in the one line (no "incoming request" line at info).
+            assert.equal(line.req?.url, urls.get(requestId), JSON.stringify(line));
+            assert.equal(line.req?.method, line.res?.method);
+            return line.res as Record<string, unknown>;
+          }
           await sleep(50);
         }
         assert.fail(`no completion line for ${requestId}:\n${proc.output()}`);
@@ -373,6 +380,7 @@ describe('request log', () => {
 
       const output = proc.output();
       for (const secret of [password, token, refresh]) assert.ok(!output.includes(secret), 'a credential reached the log');
+      assert.ok(!output.includes('"msg":"incoming request"'), 'an incoming request line at info');
     } finally {
       await proc.stop();
       rmSync(dataDir, { recursive: true, force: true });

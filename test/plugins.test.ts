@@ -183,6 +183,9 @@ describe('compression', () => {
       assert.equal(res.headers['content-encoding'], encoding);
       assert.match(String(res.headers.vary), /accept-encoding/i);
       assert.ok(res.body.length < plain.body.length, `${encoding}: ${res.body.length} bytes against ${plain.body.length}`);
+      // Compressed in one call, not through a stream: it goes out whole, with its length.
+      assert.equal(res.headers['content-length'], String(res.body.length));
+      assert.equal(res.headers['transfer-encoding'], undefined);
       assert.deepEqual(JSON.parse(decode(res.body).toString()), JSON.parse(plain.body.toString()));
     }
   });

