@@ -30,6 +30,9 @@ export function createServices(deps: Deps) {
       previousVerifierKeys: deps.config.auditPreviousVerifierKeys,
       personalDataKeys: deps.secrets.personalDataKeys,
       sealStallMs: deps.config.auditSealStallMs,
+      // The API's verifications and exports: off the main thread, at a low priority (scan-pool.ts).
+      scanThreads: deps.config.maxConcurrentAuditScans,
+      onScanWarning: (err) => deps.log.warn({ err }, 'an audit scan worker thread\'s database connection failed'),
     }),
     redaction: createRedactionService(deps),
   };

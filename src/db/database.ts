@@ -58,6 +58,12 @@ export interface PoolStats {
   total: number;
   idle: number;
   waiting: number;
+  /**
+   * PGlite: statements and transactions that have taken its one connection so far, whoever ran
+   * them; a background job tells from it whether the service used the database meanwhile
+   * (db/thread-queries.ts).
+   */
+  runs?: number;
 }
 
 export interface TransactionOptions {
@@ -69,8 +75,21 @@ export interface TransactionOptions {
   planEachStatement?: boolean;
 }
 
+/** What another thread needs to open connections of its own to a PostgreSQL database, as the service's own connections open them. */
+export interface PostgresAccess {
+  url: string;
+  role?: string;
+  connectionLifetimeMs?: number;
+}
+
 export interface Database extends Queryable {
   readonly kind: 'pglite' | 'postgres';
+  /**
+   * How a worker thread of this process reaches the same database with connections of its own
+   * (audit scans: modules/audit/integrity/scan-pool.ts). None on PGlite, whose one connection
+   * lives in this thread: a worker's statements come here (db/thread-queries.ts).
+   */
+  readonly threadAccess?: PostgresAccess;
   /** Runs fn inside BEGIN … COMMIT on one connection; rolls back when fn throws. */
   transaction<T>(fn: (tx: Tx) => Promise<T>, opts?: TransactionOptions): Promise<T>;
   /** Runs a multi-statement script (migrations). */

@@ -23,6 +23,10 @@ export interface PostgresOptions {
   onError: (err: unknown) => void;
   /** How long a connection serves before it is replaced (CONNECTION_LIFETIME_MS; shorter in tests). */
   connectionLifetimeMs?: number;
+  /** Connections that plan each statement for its values; PER_CALL_POOL_SIZE when unsaid. */
+  perCallPoolSize?: number;
+  /** What pg_stat_activity names the connections: `teamlog` when unsaid. */
+  applicationName?: string;
 }
 
 /**
@@ -159,7 +163,7 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
     options: [...Object.entries(SESSION_SETTINGS), ...Object.entries(plans), ...(opts.role ? [['role', opts.role]] : [])]
       .map(([k, v]) => `-c ${k}=${v}`)
       .join(' '),
-    application_name: 'teamlog',
+    application_name: opts.applicationName ?? 'teamlog',
   });
   const connection = settings(PLAN_SETTINGS);
   const poolOf = (config: pg.ClientConfig, max: number) => {
@@ -176,11 +180,12 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
     return p;
   };
   const pool = poolOf(connection, opts.poolSize);
-  const perCallPool = poolOf(settings(PER_CALL_PLAN_SETTINGS), PER_CALL_POOL_SIZE);
+  const perCallPool = poolOf(settings(PER_CALL_PLAN_SETTINGS), opts.perCallPoolSize ?? PER_CALL_POOL_SIZE);
   const lookups = new LookupLanes(connection, LOOKUP_LANES, opts.onError, opts.connectionLifetimeMs ?? CONNECTION_LIFETIME_MS);
 
   return {
     kind: 'postgres',
+    threadAccess: { url: opts.url, ...(opts.role ? { role: opts.role } : {}), ...(opts.connectionLifetimeMs ? { connectionLifetimeMs: opts.connectionLifetimeMs } : {}) },
     async query<R>(sql: string, params?: readonly unknown[], options?: QueryOptions) {
       const values = params as unknown[] | undefined;
       if (!options?.prepareAs) return (await perCallPool.query(sql, values)).rows as R[];

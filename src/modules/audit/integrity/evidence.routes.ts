@@ -62,7 +62,7 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
       const release = scans.take('verify');
       try {
         await scans.holding('verify');
-        return await evidence.verify();
+        return await evidence.verify({ lowPriority: true });
       } finally {
         release();
       }
@@ -212,7 +212,7 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
       reply.type(format === 'csv' ? 'text/csv; charset=utf-8' : 'application/x-ndjson; charset=utf-8');
       reply.header('content-disposition', `attachment; filename="audit-log.${format}"`);
       // A stream is piped as it is read (backpressure), past the serializer.
-      return reply.send(evidence.exportStream(filters, format, authedContext(request).actor) as never);
+      return reply.send(evidence.exportStream(filters, format, authedContext(request).actor, { lowPriority: true }) as never);
     },
   });
 }

@@ -19,6 +19,7 @@ import { presentCheckpoint } from './evidence.presenter.js';
 import { latestCheckpoint, sealedRowsFrom, sealedSize, sealOf, signingKeys, type CheckpointRow } from './evidence.repository.js';
 import { exportAuditLog, type ExportFormat } from './export.js';
 import { establishIdentity, type LogIdentity } from './log-identity.js';
+import { createScanPool, type ScanPool } from './scan-pool.js';
 import {
   consistencyProof, consistencyProofNodes, inclusionProof, inclusionProofNodes, rootHash, rootNodes, verifyConsistency, verifyInclusion, type Hash, type NodeKey,
 } from './merkle.js';
@@ -49,6 +50,22 @@ export interface EvidenceOptions {
   personalDataKeys?: Buffer[];
   /** How long committed records may wait unsealed, with no seal made meanwhile, before sealing counts as stopped. */
   sealStallMs?: number;
+  /**
+   * Verifications and exports run in worker threads at a low CPU priority, at most this many
+   * kept (scan-pool.ts): the API's (MAX_CONCURRENT_AUDIT_SCANS). None: on the calling thread (the CLI).
+   */
+  scanThreads?: number;
+  /** Told of a worker thread's database connection failing (the scan itself fails with its error). */
+  onScanWarning?: (err: Error) => void;
+}
+
+/**
+ * Where a verification or an export runs. `lowPriority` (the API's): in a worker thread at the
+ * lowest CPU priority, so that the requests of other users do not wait for it (scan-pool.ts);
+ * else on the calling thread (the CLI, which serves nobody else).
+ */
+export interface ScanOptions {
+  lowPriority?: boolean;
 }
 
 /** The stored tree disagrees with its signed checkpoint: what is served from it would not verify. */
@@ -58,6 +75,12 @@ const damaged = (what: string) =>
 export function createEvidenceService(db: Database, key: SigningKey, options: EvidenceOptions = {}) {
   const { origin: configuredOrigin, previousVerifierKeys = [], personalDataKeys = [], sealStallMs } = options;
   let identity: Promise<LogIdentity> | undefined;
+  /** The scans' worker threads, made at the first scan asked to run in one (the CLI never does). */
+  let pool: ScanPool | undefined;
+  const scanPool = (lowPriority: boolean | undefined): ScanPool | undefined => {
+    if (!lowPriority || !options.scanThreads) return undefined;
+    return (pool ??= createScanPool(db, { size: options.scanThreads, ...(options.onScanWarning ? { onWarning: options.onScanWarning } : {}) }));
+  };
 
   /** The origin and the registered key, settled once per process (and retried if that failed). */
   function logIdentity(): Promise<LogIdentity> {
@@ -198,24 +221,32 @@ export function createEvidenceService(db: Database, key: SigningKey, options: Ev
      * stream for minutes to a slow reader, and a revoked session or a demoted ADMIN must stop it
      * at once (the stream then ends in an error, without its checkpoint line).
      */
-    exportStream(filters: AuditFilters, format: ExportFormat, caller?: Actor): Readable {
+    exportStream(filters: AuditFilters, format: ExportFormat, caller?: Actor, how: ScanOptions = {}): Readable {
       const stillEntitled = caller
         ? async () => requireAuditor(liveActor(await lookupSession(db, caller.sessionId), caller))
         : undefined;
-      return Readable.from(exportAuditLog(db, { filters, format, chunk: 1000, block: 1024, ahead: EXPORT_BLOCKS_AHEAD, stillEntitled }), { objectMode: false });
+      const job = { filters, format, chunk: 1000, block: 1024, ahead: EXPORT_BLOCKS_AHEAD };
+      const scans = scanPool(how.lowPriority);
+      if (scans) return scans.exportStream(job, stillEntitled);
+      return Readable.from(exportAuditLog(db, { ...job, stillEntitled }), { objectMode: false });
     },
 
     /** Verifies the whole log; the newest checkpoint must be under this service's own key. */
-    async verify(options: { external?: string; onProgress?: (checked: number, total: number) => void } = {}): Promise<VerifyReport> {
+    async verify(options: { external?: string; onProgress?: (checked: number, total: number) => void } & ScanOptions = {}): Promise<VerifyReport> {
       const id = await logIdentity();
-      return verifyDatabase(db, {
-        anchors: [noteVerifier(id.origin, key.privateKey)],
-        origin: id.origin,
-        personalDataKeys,
-        ...(sealStallMs !== undefined ? { sealStallMs } : {}),
-        ...options,
-      });
+      const stall = sealStallMs !== undefined ? { sealStallMs } : {};
+      const scans = scanPool(options.lowPriority);
+      if (scans) {
+        // The same anchor, as its verifier key: the worker is handed no private key.
+        const job = { origin: id.origin, anchors: [id.verifierKey], personalDataKeys, ...stall, ...(options.external !== undefined ? { external: options.external } : {}) };
+        return scans.verify(job, options.onProgress);
+      }
+      const { lowPriority: _, ...rest } = options;
+      return verifyDatabase(db, { anchors: [noteVerifier(id.origin, key.privateKey)], origin: id.origin, personalDataKeys, ...stall, ...rest });
     },
+
+    /** Ends the scans' worker threads (the app is closing): a scan still running fails. */
+    closeScans: async () => pool?.close(),
   };
 }
 

@@ -61,6 +61,10 @@ export interface ReadPlan {
   chunk: number;
   /** Reads under way ahead of the one being checked. */
   ahead: number;
+  /** Record ids per look for one taken and never sealed (a multiple of 8); ID_RANGE when unsaid. */
+  idRange?: number;
+  /** Stored full tiles per read; TILE_PAGE when unsaid. */
+  tilePage?: number;
 }
 
 /**
@@ -86,7 +90,7 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
   const keys = new Map((await signingKeys(db)).map((k) => [k.key_id, parseVerifierKey(k.note_verifier_key)]));
   const checkpoints = checkpointStream(db, lastCheckpointId);
   const builder = new RightEdge();
-  const tiles = new StoredTiles(db);
+  const tiles = new StoredTiles(db, opts.reads?.tilePage ?? TILE_PAGE);
   /** Every sealed record id, to find one sealed twice, and, at the end, one taken but never sealed. */
   const sealed = new IdSet();
   let checked = 0;
@@ -217,7 +221,7 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
   }
   const edgeProblem = await tiles.checkEdge(builder);
   if (edgeProblem) return badTile(edgeProblem);
-  const inserted = lastBatch ? await unsealedTaken(db, consumedBy(lastBatch), sealed) : undefined;
+  const inserted = lastBatch ? await unsealedTaken(db, consumedBy(lastBatch), sealed, opts.reads?.idRange ?? ID_RANGE) : undefined;
   if (inserted !== undefined) return report(false, `record ${inserted} sits among sealed records in commit order but was never sealed: it was inserted behind the service's back`, inserted);
   const sealing = await sealingStatus(db, opts.sealStallMs ?? DEFAULT_SEAL_STALL_MS);
   if (sealing.stalled) {
@@ -312,10 +316,10 @@ function consumedBy(last: SealBatchRow): Consumed {
  * per record that outlived the young generation, 140 MB of old-generation garbage on 1.9 million
  * records, which the export after a verification then carried as its own RSS.
  */
-async function unsealedTaken(db: Queryable, consumed: Consumed, sealed: IdSet): Promise<number | undefined> {
+async function unsealedTaken(db: Queryable, consumed: Consumed, sealed: IdSet, range: number): Promise<number | undefined> {
   const maxId = await maxRecordId(db);
-  for (let from = 0; from <= maxId; from += ID_RANGE) {
-    const found = await firstUnsealedTaken(db, from, sealed.bitmap(from, ID_RANGE), consumed);
+  for (let from = 0; from <= maxId; from += range) {
+    const found = await firstUnsealedTaken(db, from, sealed.bitmap(from, range), consumed);
     if (found !== undefined) return found;
   }
   return undefined;
@@ -371,7 +375,10 @@ class IdSet {
 class StoredTiles {
   private readonly pages = new Map<number, { rows: TileRow[]; at: number; next: number; done: boolean }>();
 
-  constructor(private readonly db: Queryable) {}
+  constructor(
+    private readonly db: Queryable,
+    private readonly pageSize: number,
+  ) {}
 
   async check(full: Array<{ level: number; index: number; hashes: Buffer }>): Promise<{ path: string; problem: string } | undefined> {
     for (const tile of full) {
@@ -414,9 +421,9 @@ class StoredTiles {
     let page = this.pages.get(level);
     if (!page) this.pages.set(level, (page = { rows: [], at: 0, next: 0, done: false }));
     if (page.at >= page.rows.length && !page.done) {
-      page.rows = await fullTilesFrom(this.db, level, page.next, TILE_PAGE);
+      page.rows = await fullTilesFrom(this.db, level, page.next, this.pageSize);
       page.at = 0;
-      page.done = page.rows.length < TILE_PAGE;
+      page.done = page.rows.length < this.pageSize;
       if (page.rows.length > 0) page.next = page.rows[page.rows.length - 1]!.idx + 1;
     }
     return page.rows[page.at++];

@@ -13,6 +13,8 @@ import { createAuditWebhook, receiverOf, type AuditWebhook } from './webhook.js'
 import { webhookLag } from './webhook.repository.js';
 
 export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: EvidenceService, onSealed?: () => void): void {
+  // The scans' worker threads (scan-pool.ts) end before the database closes.
+  app.addHook('onClose', async () => evidence.closeScans());
   // The log's identity is settled at start on every instance, so that one holding a key the log
   // does not trust (log-identity.ts) refuses to start instead of answering verifications wrongly.
   if (!deps.config.auditSealing) {
