@@ -10,6 +10,7 @@
 // written within seconds, on which time windows would select all or nothing).
 // Then the same scenarios against embedded PGlite (a smaller seed: WASM seeding is slow).
 // Writes bench/results/latest.md and one JSON line per scenario to bench/results/latest.jsonl.
+// Then what two audit verifications through the API cost the other users (bench/scan-impact.mjs).
 // `--only search` runs the search part alone and writes it to a report of its own in
 // bench/results/, not over latest.md (with --quick: 100,000 records, 50 requests a query).
 // Timings are reported, never asserted.
@@ -21,6 +22,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { auditEvidenceBench, auditEvidenceMarkdown, waitSealed, waitSealedHttp } from './audit-evidence.mjs';
 import { cpuMeter as meterCpu } from './cpu.mjs';
+import { scanImpactBench } from './scan-impact.mjs';
 import { MALLOC_ENV, login, rssSampler, startProcess, stop, withClient } from './lib.mjs';
 import { explainSearch, measureSearch, searchQueries, searchTable, seedSearchDatabase, worstSearchP99 } from './search.mjs';
 import { installWalInspect, writeCost, writeCostText, writeCounters } from './write-cost.mjs';
@@ -51,6 +53,9 @@ const CONNECTIONS = 50;
 // of its baselines; each ratio is its median pair's. This VM's speed drifts by a third from
 // minute to minute, so only runs close in time compare.
 const ROUNDS = QUICK ? 1 : 5;
+// What two audit verifications running through the API cost the other users' GET /tasks
+// (bench/scan-impact.mjs): rounds of idle, one and two scans, each measure this many seconds.
+const SCAN_IMPACT = QUICK ? { rounds: 1, duration: 3 } : { rounds: 3, duration: 5 };
 // Runs of each audit-evidence measure (verification, export), reported by their median.
 const EVIDENCE_RUNS = QUICK ? 1 : 3;
 // Sealing on ÷ off: pairs of short runs on two instances that run side by side
@@ -608,7 +613,7 @@ function writeCostNotes(rows) {
  * The issue's targets, judged on the server-mode rows. The audit p99 is the single-connection
  * run's: at 50 connections on two cores a p99 measures the queue, not the query.
  */
-function evaluateTargets(results, explain, search) {
+function evaluateTargets(results, explain, search, scanImpact) {
   const pgRows = results.filter((r) => r.mode === 'postgres');
   const row = (name) => pgRows.find((r) => r.scenario === name);
   const ratio = (name) => row(name)?.ratio ?? null;
@@ -645,6 +650,7 @@ function evaluateTargets(results, explain, search) {
     t('audit query in PostgreSQL (EXPLAIN ANALYZE, max of 20 actors) < 10 ms', explain.max, (v) => v < 10, ' ms'),
     t('server RSS < 300 MB throughout (server mode, every scenario)', peakRss, (v) => v < 300, ' MB'),
     t(searchTarget(), search ? worstSearchP99(search.rows) : null, (v) => v < 10, ' ms'),
+    t('GET /tasks?limit=50 p50 while two audit verifications run < 2× its idle p50 (server mode)', scanImpact?.ratio_two_p50 ?? null, (v) => v < 2, '×'),
   ];
 }
 
@@ -666,6 +672,7 @@ async function main() {
   const results = [];
   let sealingAtStart;
   let evidence;
+  let scanImpact;
   // MALLOC_ENV: the production settings the README recommends on glibc (lib.mjs says why).
   // RATE_LIMIT_PER_MINUTE: high enough that the general limit never refuses the load, so that
   // its counting is measured with the rest while every answer is the route's own.
@@ -703,6 +710,9 @@ async function main() {
     log(`sealed ${sealingAtStart.records.toLocaleString('en')} records in ${sealingAtStart.seconds.toFixed(1)} s (${sealingAtStart.per_second.toLocaleString('en')}/s)`);
     const ctx = { ...ctxPg, token: await login(base, 'bench1@bench.local', PASSWORD), adminToken: await login(base, ADMIN.email, ADMIN.password) };
     results.push(...(await runScenarios('postgres', { teamlog, baseline, bare }, ctx, { settle: settler([teamlogDb, bareDb]), inspectUrl })));
+    if (!ONLY || ONLY === 'scan impact') {
+      scanImpact = await scanImpactBench({ baseUrl: base, userToken: ctx.token, adminToken: ctx.adminToken, log, ...SCAN_IMPACT });
+    }
     if (!ONLY || ONLY === 'audit evidence') {
       await stop(teamlog.child);
       await stop(baseline.child);
@@ -748,7 +758,7 @@ async function main() {
 
   await dropDatabases(DB_NAME, BARE_DB_NAME, TWIN_DB_NAME);
 
-  const targets = evaluateTargets(results, explain, search);
+  const targets = evaluateTargets(results, explain, search, scanImpact);
   const machine = machineLine();
   const pgRows = results.filter((r) => r.mode === 'postgres');
   const liteRows = results.filter((r) => r.mode === 'pglite');
@@ -784,6 +794,7 @@ async function main() {
     `The audit query itself (EXPLAIN ANALYZE of the route's SQL, 20 actors, ${VOLUME.audit.toLocaleString('en')} records): median ${explain.median.toFixed(2)} ms, max ${explain.max.toFixed(2)} ms.`,
     '',
     ...(search ? [searchMarkdown(search)] : []),
+    ...(scanImpact ? [scanImpact.markdown] : []),
     ...(evidence ? [auditEvidenceMarkdown(evidence, sealingAtStart)] : []),
     ...(liteRows.length
       ? [`## Embedded mode: PGlite (${EMBEDDED_VOLUME.tasks.toLocaleString('en')} tasks, ${EMBEDDED_VOLUME.audit.toLocaleString('en')} audit records)`, '', table(liteRows), '']
@@ -793,7 +804,7 @@ async function main() {
   ].join('\n');
   const outDir = path.join(ROOT, 'bench/results');
   writeFileSync(path.join(outDir, QUICK ? 'quick.md' : 'latest.md'), md);
-  writeFileSync(path.join(outDir, QUICK ? 'quick.jsonl' : 'latest.jsonl'), [...results, ...(evidence ? [{ audit_evidence: { ...evidence, sealing_at_start: sealingAtStart } }] : []), ...(search ? [{ audit_search: search.rows }] : []), { targets }].map((r) => JSON.stringify(r)).join('\n') + '\n');
+  writeFileSync(path.join(outDir, QUICK ? 'quick.jsonl' : 'latest.jsonl'), [...results, ...(evidence ? [{ audit_evidence: { ...evidence, sealing_at_start: sealingAtStart } }] : []), ...(search ? [{ audit_search: search.rows }] : []), ...(scanImpact ? [{ scan_impact: { ...scanImpact, markdown: undefined } }] : []), { targets }].map((r) => JSON.stringify(r)).join('\n') + '\n');
   process.stdout.write(`${md}\n`);
   for (const r of results) process.stdout.write(`${JSON.stringify(r)}\n`);
   process.stdout.write(`${JSON.stringify({ targets })}\n`);
