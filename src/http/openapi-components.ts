@@ -148,7 +148,7 @@ export const ERRORS: ErrorResponse[] = [
   { name: 'UnsupportedMediaType', status: 415, description: 'A body that is not uncompressed application/json', example: { code: 'UNSUPPORTED_MEDIA_TYPE', detail: 'Send the body as application/json', instance: '/api/v1/posts' } },
   { name: 'TooManyRequests', status: 429, description: 'Over the rate limit, or a locked login', retryAfter: true, example: { code: 'RATE_LIMITED', detail: 'More than 3000 requests a minute; try again in 42 seconds', instance: '/api/v1/tasks' } },
   { name: 'InternalError', status: 500, description: 'A defect: logged with the request id; the body never carries a stack trace or SQL', example: { code: 'INTERNAL', detail: 'An unexpected error occurred. It has been logged with the request id.', instance: '/api/v1/tasks' } },
-  { name: 'Unavailable', status: 503, description: 'The database does not answer; nothing was written', retryAfter: true, example: { code: 'UNAVAILABLE', detail: 'The database is not answering; try again shortly', instance: '/api/v1/tasks' } },
+  { name: 'Unavailable', status: 503, description: 'The database does not answer, or too many writes are waiting; nothing was written', retryAfter: true, example: { code: 'UNAVAILABLE', detail: 'The database is not answering; try again shortly', instance: '/api/v1/tasks' } },
 ];
 export const ERROR_BY_STATUS = new Map<string, ErrorResponse>(ERRORS.map((e) => [String(e.status), e]));
 

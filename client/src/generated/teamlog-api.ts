@@ -2238,7 +2238,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The database does not answer; nothing was written: UNAVAILABLE (with Retry-After when retrying may help) */
+        /** @description The database does not answer, or too many writes are waiting; nothing was written: UNAVAILABLE (with Retry-After when retrying may help) */
         Unavailable: {
             headers: {
                 "API-Version": components["headers"]["API-Version"];
@@ -2266,7 +2266,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The database does not answer; nothing was written: UNAVAILABLE (with Retry-After when retrying may help) */
+        /** @description The database does not answer, or too many writes are waiting; nothing was written: UNAVAILABLE (with Retry-After when retrying may help) */
         UnavailableProbe: {
             headers: {
                 "API-Version": components["headers"]["API-Version"];
