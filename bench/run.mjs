@@ -677,7 +677,7 @@ async function main() {
   // RATE_LIMIT_PER_MINUTE: high enough that the general limit never refuses the load, so that
   // its counting is measured with the rest while every answer is the route's own.
   // AUDIT_SIGNING_KEY: every instance the benchmark starts on a database signs with one key.
-  const { generateEd25519PrivateKeyPem } = await import(path.join(ROOT, 'dist/modules/audit/integrity/signed-note.js'));
+  const { generateEd25519PrivateKeyPem } = await import(path.join(ROOT, 'dist/tlog/signed-note.js'));
   const serverEnv = {
     JWT_SECRET, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, LOG_LEVEL: 'warn', TRUST_PROXY: '127.0.0.1/32', ...MALLOC_ENV,
     RATE_LIMIT_PER_MINUTE: '10000000', AUDIT_SIGNING_KEY: generateEd25519PrivateKeyPem(),

@@ -26,7 +26,7 @@ import { projectsRoutes } from './modules/projects/projects.routes.js';
 import { tasksRoutes } from './modules/tasks/tasks.routes.js';
 import { profileRoutes } from './modules/users/profile.routes.js';
 import { usersRoutes } from './modules/users/users.routes.js';
-import { attachAuditWorkers } from './modules/audit/integrity/workers.js';
+import { attachAuditWorkers } from './ops/audit-workers.js';
 import { registerHealth } from './ops/health.js';
 import { listenForSessionChanges } from './modules/sessions/sessions.cache.js';
 import { realtimeMetrics, registerMetrics, sessionCacheMetrics } from './ops/metrics.js';

@@ -2,7 +2,7 @@
 // environment as the server and runs the same code: loadConfig, the migrations, createDeps,
 // the users repository and the audit writer. Exit codes: 0 done, 1 refused or failed,
 // 2 a usage or configuration error.
-import './ops/heap-settings.js';
+import './process/heap-settings.js';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { ConfigError, loadConfig, loadEnvFile, unknownEnvFileKeys } from './config.js';

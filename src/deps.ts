@@ -1,9 +1,9 @@
 // What every service needs, built once at start (src/runtime.ts) and passed explicitly.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from './config.js';
-import type { CommitSignal } from './use-cases/commit-signal.js';
+import type { CommitSignal } from './background/commit-signal.js';
 import type { Database } from './db/database.js';
-import type { SigningKey } from './modules/audit/integrity/signing-key.js';
+import type { SigningKey } from './modules/audit/evidence/signing-key.loader.js';
 import type { SessionCache } from './modules/sessions/sessions.cache.js';
 import type { Secrets } from './secrets.js';
 import type { Run } from './use-cases/runner.js';
@@ -36,7 +36,7 @@ export interface TestHooks {
    * in which a reconnecting socket's catch-up can overtake live delivery.
    */
   beforeDeliverySend?: (events: ReadonlyArray<{ event_id: number; name: string; room: string; payload: Record<string, unknown> }>) => Promise<void>;
-  /** Shorter audit webhook timings, in ms (WebhookTuning in audit/integrity/webhook.ts): backoff, timeout, lease, poll. */
+  /** Shorter audit webhook timings, in ms (WebhookTuning in audit/evidence/webhook.sender.ts): backoff, timeout, lease, poll. */
   webhookTuning?: Partial<Record<'retryBaseMs' | 'retryCapMs' | 'timeoutMs' | 'leaseMs' | 'pollMs', number>>;
   /**
    * Awaited by a socket handshake between its session check and its joining its rooms

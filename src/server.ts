@@ -1,5 +1,5 @@
 // Process entry: configuration, database, first ADMIN, listen, graceful shutdown.
-import './ops/heap-settings.js';
+import './process/heap-settings.js';
 import path from 'node:path';
 import { existsSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';

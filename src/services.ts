@@ -3,7 +3,7 @@
 // CLI and (later) socket handlers all call these same functions.
 import type { Deps } from './deps.js';
 import { createAuditService } from './modules/audit/audit.service.js';
-import { createEvidenceService } from './modules/audit/integrity/evidence.service.js';
+import { createEvidenceService } from './modules/audit/evidence/evidence.service.js';
 import { createRedactionService } from './modules/audit/redaction.service.js';
 import { createAuthService } from './modules/auth/auth.service.js';
 import { createMessagesService } from './modules/messages/messages.service.js';
@@ -30,7 +30,7 @@ export function createServices(deps: Deps) {
       previousVerifierKeys: deps.config.auditPreviousVerifierKeys,
       personalDataKeys: deps.secrets.personalDataKeys,
       sealStallMs: deps.config.auditSealStallMs,
-      // The API's verifications and exports: off the main thread, at a low priority (scan-pool.ts).
+      // The API's verifications and exports: off the main thread, at a low priority (scan.pool.ts).
       scanThreads: deps.config.maxConcurrentAuditScans,
       onScanWarning: (err) => deps.log.warn({ err }, 'an audit scan worker thread\'s database connection failed'),
     }),

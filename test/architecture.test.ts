@@ -2,7 +2,8 @@
 // as modules are added: no import cycles; services, use cases and repositories know nothing
 // of HTTP; routes never reach the database; only the use-case runner writes audit records;
 // SQL only in repositories; sockets never import HTTP; a module's files named <noun>.<role>.ts;
-// no test-only mutable export; no test helper declared twice.
+// src/tlog/ imports nothing of the app; imports point down the floors of src/; no test-only
+// mutable export; no test helper declared twice.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -83,8 +84,11 @@ test('routes never touch the database: no driver, no repository, no statement (r
 });
 
 test('only the use-case runner writes audit records', () => {
-  const writers = files.filter((f) => (graph.get(f) ?? []).some((d) => d.endsWith(path.join('audit', 'audit.writer.ts'))) && /createAuditWriter|\.record\(/.test(readFileSync(f, 'utf8')));
-  assert.deepEqual(writers.map(rel).sort(), ['runtime.ts', 'use-cases/runner.ts'], 'runtime.ts builds the writer and hands it to the runner alone');
+  // runtime.ts builds the writer and hands it to the runner alone (use-cases/ports.ts, RunnerStore).
+  const builders = files.filter((f) => !f.endsWith(path.join('audit', 'audit.writer.ts')) && /createAuditWriter\(/.test(readFileSync(f, 'utf8')));
+  assert.deepEqual(builders.map(rel), ['runtime.ts']);
+  const callers = files.filter((f) => /\bwriter\.record(?:Batch)?\(|\.record\(/.test(readFileSync(f, 'utf8')) && (graph.get(f) ?? []).some((d) => d.endsWith(path.join('use-cases', 'ports.ts')) || d.endsWith(path.join('audit', 'audit.writer.ts'))));
+  assert.deepEqual(callers.map(rel).sort(), ['use-cases/batch.ts', 'use-cases/runner.ts']);
   const sending = files.filter((f) => (graph.get(f) ?? []).some((d) => d.endsWith(path.join('audit', 'audit-writer.repository.ts'))));
   assert.deepEqual(sending.map(rel), ['modules/audit/audit.writer.ts'], 'the writer\'s statements are sent by the writer alone');
 });
@@ -112,14 +116,47 @@ test('no realtime → http import: sockets validate and refuse through src/valid
   assert.deepEqual(leaks, []);
 });
 
-test('a module\'s files are named <noun>.<role>.ts', () => {
+test('a module\'s files are named <noun>.<role>.ts, in its nested folders too', () => {
   const MODULES = path.join(SRC, 'modules');
-  const named = readdirSync(MODULES, { withFileTypes: true })
-    .filter((e) => e.isDirectory())
-    .flatMap((m) => readdirSync(path.join(MODULES, m.name), { withFileTypes: true }).filter((e) => e.isFile()).map((e) => `${m.name}/${e.name}`));
+  const named = files.filter((f) => f.startsWith(MODULES + path.sep)).map((f) => path.relative(MODULES, f).split(path.sep).join('/'));
   assert.ok(named.length > 40, 'the check sees the modules');
-  const wrong = named.filter((f) => !/^[a-z][a-z0-9-]*\/[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.ts$/.test(f));
+  assert.ok(named.some((f) => f.split('/').length > 2), 'the check sees the nested folders');
+  const wrong = named.filter((f) => !/^[a-z][a-z0-9-]*(?:\/[a-z][a-z0-9-]*)*\/[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.ts$/.test(f));
   assert.deepEqual(wrong, []);
+});
+
+test('src/tlog/ is the specs\' code alone: it imports nothing from the app and no package but Node\'s own', () => {
+  const TLOG = path.join(SRC, 'tlog') + path.sep;
+  const tlog = files.filter((f) => f.startsWith(TLOG));
+  assert.ok(tlog.length >= 6, 'the check sees src/tlog/');
+  const outside = tlog.flatMap((f) => (graph.get(f) ?? []).filter((d) => !d.startsWith(TLOG)).map((d) => `${rel(f)} → ${rel(d)}`));
+  assert.deepEqual(outside, []);
+  const packages = tlog.flatMap((f) =>
+    [...readFileSync(f, 'utf8').matchAll(/(?:from\s+|import\()'([^.'][^']*)'/g)].map((m) => m[1]!).filter((spec) => !spec.startsWith('node:')).map((spec) => `${rel(f)} → ${spec}`),
+  );
+  assert.deepEqual(packages, []);
+});
+
+/**
+ * The floors of src/, lowest first (docs/architecture.md): a folder imports only from its own
+ * floor or lower ones, type-only imports included. The files at the top of src/ (config, deps,
+ * app, runtime, server, cli) are the building's frame and are left out.
+ */
+const FLOORS = ['tlog', 'domain', 'validation', 'process', 'db', 'background', 'use-cases', 'http', 'modules', 'ops', 'realtime', 'cli'];
+
+test('imports point down: no folder of src/ imports from a floor above its own', () => {
+  const floorOf = (f: string) => FLOORS.indexOf(path.relative(SRC, f).split(path.sep)[0]!);
+  assert.deepEqual(
+    readdirSync(SRC, { withFileTypes: true }).filter((e) => e.isDirectory() && !FLOORS.includes(e.name)).map((e) => e.name),
+    [],
+    'every folder of src/ has its floor',
+  );
+  const climbing = files.flatMap((f) => {
+    const own = floorOf(f);
+    if (own < 0) return [];
+    return (graph.get(f) ?? []).filter((d) => floorOf(d) > own).map((d) => `${rel(f)} → ${rel(d)}`);
+  });
+  assert.deepEqual(climbing, []);
 });
 
 test('no test-only mutable export in src/: tests hand their hooks to createDeps (deps.ts, TestHooks)', () => {

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { createHash, createPublicKey, verify as verifySignature } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { recordLeaf, sealedForm } from '../src/modules/audit/integrity/sealed-form.js';
+import { recordLeaf, sealedForm } from '../src/modules/audit/evidence/record.sealed-form.js';
 import { settled } from './helpers/audit-log.js';
 import { useTestServer } from './helpers/harness.js';
 import { onPostgres } from './helpers/server.js';
@@ -155,7 +155,7 @@ describe('proofs', () => {
     const newer = await settled<Checkpoint>(h.server, h.admin);
     const res = await h.admin.client.get(`/api/v1/audit-logs/proofs/consistency?from=${older.tree_size}&to=${newer.tree_size}`, { token: h.admin.token });
     assert.equal(res.status, 200, res.text);
-    const { verifyConsistency } = await import('../src/modules/audit/integrity/merkle.js');
+    const { verifyConsistency } = await import('../src/tlog/merkle.js');
     const proof = (res.body.proof as string[]).map(b64);
     assert.ok(verifyConsistency(older.tree_size, newer.tree_size, b64(older.root_hash), b64(newer.root_hash), proof));
     // A bit flipped, not a byte set: a root whose first byte already was 7 stayed the same (1 run in 256).
@@ -192,7 +192,7 @@ describe('verification', () => {
     assert.equal(res.body.first_bad_id, undefined);
   });
 
-  // 640 records: more than one sealing transaction (500 at most, sealer.ts) and two full tiles
+  // 640 records: more than one sealing transaction (500 at most, evidence.sealer.ts) and two full tiles
   // (256 hashes) past; writers racing the sealer, not the volume, are what this is about.
   const WRITERS = 8;
   const EACH = 80;

@@ -10,14 +10,14 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { AuditFilters } from '../src/modules/audit/audit.repository.js';
-import { CSV_COLUMNS, csvCell, exportAuditLog } from '../src/modules/audit/integrity/export.js';
-import { verifyInclusion } from '../src/modules/audit/integrity/merkle.js';
-import { canonicalize } from '../src/modules/audit/integrity/jcs.js';
+import { CSV_COLUMNS, csvCell, exportAuditLog } from '../src/modules/audit/evidence/export.stream.js';
+import { verifyInclusion } from '../src/tlog/merkle.js';
+import { canonicalize } from '../src/tlog/jcs.js';
 import {
   CANONICAL_HEAD_SQL, CANONICAL_METADATA_SQL, CANONICAL_TAIL_SQL, canonicalLeaf, recordLeaf, type SealedRecord,
-} from '../src/modules/audit/integrity/sealed-form.js';
-import { parseVerifierKey } from '../src/modules/audit/integrity/signed-note.js';
-import { verifyExportFile } from '../src/modules/audit/integrity/verify-export.js';
+} from '../src/modules/audit/evidence/record.sealed-form.js';
+import { parseVerifierKey } from '../src/tlog/signed-note.js';
+import { verifyExportFile } from '../src/modules/audit/evidence/export.verifier.js';
 import {
   CONTROL_AGENTS, FORMULA_AGENTS, FORMULA_REQUEST_IDS, ODD_RECORDS, QUOTED_AGENT, checkStructure, csvRecords, fetchExport, openExportLog, parseNdjsonExport, projectWindow,
   togetherQuery, type CheckpointLine, type ExportLog, type RecordLine,
@@ -147,7 +147,7 @@ describe('over HTTP', () => {
     assert.ok(report.body.records_checked >= all.length);
   });
 
-  test('the sealed form quotes action, resource_type and result without escaping them (sealed-form.ts): the database refuses, even to its owner, any value of theirs that would need escaping', async () => {
+  test('the sealed form quotes action, resource_type and result without escaping them (record.sealed-form.ts): the database refuses, even to its owner, any value of theirs that would need escaping', async () => {
     const insert = (column: 'action' | 'resource_type' | 'result', value: string) => {
       const values = { action: 'CREATE_PROJECT', resource_type: 'PROJECT', result: 'SUCCESS', [column]: value };
       return server.owner.query(

@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Queryable } from '../src/db/database.js';
-import type { NoteVerifier } from '../src/modules/audit/integrity/signed-note.js';
-import { parseVerifierKey } from '../src/modules/audit/integrity/signed-note.js';
-import { verifyDatabase } from '../src/modules/audit/integrity/verifier.js';
+import type { NoteVerifier } from '../src/tlog/signed-note.js';
+import { parseVerifierKey } from '../src/tlog/signed-note.js';
+import { verifyDatabase } from '../src/modules/audit/evidence/log.verifier.js';
 import { assertBad, assertOk, buildLog, rolledBack, settled, verifyRoute } from './helpers/audit-log.js';
 import { useCliDatabase, type CliResult } from './helpers/cli.js';
 import { createUser, type Session } from './helpers/client.js';

@@ -1,4 +1,4 @@
-// Where the API's audit scans run (src/modules/audit/integrity/scan-pool.ts, issue 39 item 6):
+// Where the API's audit scans run (src/modules/audit/evidence/scan.pool.ts, issue 39 item 6):
 // GET /audit-logs/verify and /audit-logs/export run in a worker thread at the lowest CPU
 // priority, so that the requests of other users do not wait for them. What crosses between the
 // threads keeps its meaning (src/db/thread-queries.ts): a database error stays one the error

@@ -5,7 +5,7 @@
 //
 // A tamper is destructive, so each scenario owns its state:
 // - most run inside a transaction on the owner connection that is always rolled back, and call
-//   the verification engine (verifier.ts) on that transaction: one server serves them all. The
+//   the verification engine (log.verifier.ts) on that transaction: one server serves them all. The
 //   service's sealer never sees the tamper (uncommitted; on PGlite the transaction holds the one
 //   connection), so it cannot race it;
 // - two are committed on a server of their own and found through GET /audit-logs/verify;

@@ -5,7 +5,7 @@
 //
 // A tamper is destructive, so each scenario owns its state:
 // - most run inside a transaction on the owner connection that is always rolled back, and call
-//   the verification engine (verifier.ts) on that transaction: one server serves them all. The
+//   the verification engine (log.verifier.ts) on that transaction: one server serves them all. The
 //   service's sealer never sees the tamper (uncommitted; on PGlite the transaction holds the one
 //   connection), so it cannot race it;
 // - two are committed on a server of their own and found through GET /audit-logs/verify;
@@ -23,14 +23,14 @@ import { generateKeyPairSync } from 'node:crypto';
 import { describe, test } from 'node:test';
 import type { Queryable, QueryOptions } from '../src/db/database.js';
 import type { AuditRow } from '../src/modules/audit/audit.repository.js';
-import { latestCheckpoint } from '../src/modules/audit/integrity/evidence.repository.js';
-import type { LogIdentity } from '../src/modules/audit/integrity/log-identity.js';
-import type { Hash } from '../src/modules/audit/integrity/merkle.js';
-import { recordLeaf, sealedForm } from '../src/modules/audit/integrity/sealed-form.js';
-import { makeCheckpoint } from '../src/modules/audit/integrity/sealer.js';
-import { formatVerifierKey, loadEd25519PrivateKey, noteSigner, parseVerifierKey, publicKeyPem, type NoteVerifier } from '../src/modules/audit/integrity/signed-note.js';
-import { RightEdge } from '../src/modules/audit/integrity/tiles.js';
-import { verifyDatabase } from '../src/modules/audit/integrity/verifier.js';
+import { latestCheckpoint } from '../src/modules/audit/evidence/evidence.repository.js';
+import type { LogIdentity } from '../src/modules/audit/evidence/log.identity.js';
+import type { Hash } from '../src/tlog/merkle.js';
+import { recordLeaf, sealedForm } from '../src/modules/audit/evidence/record.sealed-form.js';
+import { makeCheckpoint } from '../src/modules/audit/evidence/evidence.sealer.js';
+import { formatVerifierKey, loadEd25519PrivateKey, noteSigner, parseVerifierKey, publicKeyPem, type NoteVerifier } from '../src/tlog/signed-note.js';
+import { RightEdge } from '../src/tlog/tiles.js';
+import { verifyDatabase } from '../src/modules/audit/evidence/log.verifier.js';
 import { assertBad, assertOk, behindTheBack, buildLog, committed, deleteRecord, layout, type Layout, rolledBack, settled, verifyRoute } from './helpers/audit-log.js';
 import { useTestServer } from './helpers/harness.js';
 import { TEST_SIGNING_KEY } from './helpers/server.js';
@@ -240,7 +240,7 @@ describe('each tamper, in a rolled-back transaction, caught by the verification 
   });
 
   test('a timestamp moved to the same instant BC or 10,000 years on is caught; moved within its millisecond it changes nothing the record shows', async () => {
-    // The verifier reads the sealed form as SQL builds it (sealed-form.ts); to_char alone writes
+    // The verifier reads the sealed form as SQL builds it (record.sealed-form.ts); to_char alone writes
     // 2026 BC as 2026, so this record would have verified unchanged while the API showed it BC.
     const id = L.seals[Math.floor(L.seals.length / 3)]!;
     assertBad(await scenario((q) => q.query(`UPDATE audit_log SET "timestamp" = ("timestamp" AT TIME ZONE 'UTC' - interval '4051 years') AT TIME ZONE 'UTC' WHERE id = $1`, [id])), id, /no longer matches its seal/);

@@ -1,4 +1,4 @@
-// The offline verifier (`teamlog audit verify --file`, verify-export.ts) with its line checks
+// The offline verifier (`teamlog audit verify --file`, export.verifier.ts) with its line checks
 // split across worker threads, a byte range of the export each: whatever the number of ranges,
 // the report is the one a single pass over the file gives. An edit in a later range, one in
 // several ranges (the first in the file wins, even when a later range finds its own first), and
@@ -16,11 +16,11 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import type { Database } from '../src/db/database.js';
-import { moduleWorker } from '../src/module-worker.js';
+import { moduleWorker } from '../src/process/module-worker.js';
 import type { AuditFilters } from '../src/modules/audit/audit.repository.js';
-import { exportAuditLog } from '../src/modules/audit/integrity/export.js';
-import { noteVerifier, type NoteVerifier } from '../src/modules/audit/integrity/signed-note.js';
-import { lineRanges, verifyExportFile, type ExportVerifyReport } from '../src/modules/audit/integrity/verify-export.js';
+import { exportAuditLog } from '../src/modules/audit/evidence/export.stream.js';
+import { noteVerifier, type NoteVerifier } from '../src/tlog/signed-note.js';
+import { lineRanges, verifyExportFile, type ExportVerifyReport } from '../src/modules/audit/evidence/export.verifier.js';
 import { createTestDatabase, startTestServer, TEST_SIGNING_KEY, type TestDatabase } from './helpers/server.js';
 
 /** Enough for each of two ranges to pass 10,000 checked records, when a worker reports its progress. */

@@ -9,8 +9,8 @@ import { createHash, createHmac, createPublicKey, timingSafeEqual, verify as ver
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { recordLeaf, type SealedRecord } from '../src/modules/audit/integrity/sealed-form.js';
-import { generateEd25519PrivateKeyPem } from '../src/modules/audit/integrity/signed-note.js';
+import { recordLeaf, type SealedRecord } from '../src/modules/audit/evidence/record.sealed-form.js';
+import { generateEd25519PrivateKeyPem } from '../src/tlog/signed-note.js';
 import { createUser, loginAdmin, type Session } from './helpers/client.js';
 import { createTestDatabase, startTestServer, type TestDatabase, type TestServer } from './helpers/server.js';
 

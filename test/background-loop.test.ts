@@ -1,4 +1,4 @@
-// The one background loop (ops/background-loop.ts) every worker is: what it does on a wake, a
+// The one background loop (background/background-loop.ts) every worker is: what it does on a wake, a
 // linger, a round that says there is more, one held back, one that fails, a requested delay, the
 // safety poll and a stop. Time is the test's (node:test's mock timers, Date included), so what is
 // asserted is the order of rounds, never how long something took. Then the one-instance-at-a-time
@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, mock, test } from 'node:test';
 import type { FastifyBaseLogger } from 'fastify';
-import { BackgroundLoop, exclusiveRound, type BackgroundLoopOptions, type RoundOutcome } from '../src/ops/background-loop.js';
+import { BackgroundLoop, exclusiveRound, type BackgroundLoopOptions, type RoundOutcome } from '../src/background/background-loop.js';
 import { useTestDatabase } from './helpers/harness.js';
 import { needsPostgres } from './helpers/server.js';
 

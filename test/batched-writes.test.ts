@@ -8,11 +8,12 @@ import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import type { ActorContext } from '../src/context.js';
 import { DomainError, invalid, notFound } from '../src/domain/errors.js';
+import { runnerStore } from '../src/runtime.js';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
 import { insertTask } from '../src/modules/tasks/tasks.repository.js';
 import { insertUser } from '../src/modules/users/users.repository.js';
 import { DEFAULT_BATCHING, type BatchSettings } from '../src/use-cases/batch.js';
-import { CommitSignal, type Committed } from '../src/use-cases/commit-signal.js';
+import { CommitSignal, type Committed } from '../src/background/commit-signal.js';
 import { createRunner, useCase, type Run, type UnitOfWork } from '../src/use-cases/runner.js';
 import { useTestDatabase } from './helpers/harness.js';
 import pg from 'pg';
@@ -27,7 +28,7 @@ const announced: Committed[] = [];
 commits.onCommitted((c) => announced.push(c));
 
 const runner = (settings: Partial<BatchSettings> = {}): Run =>
-  createRunner(h.database.db, createAuditWriter(Buffer.alloc(32, 1)), commits, { ...DEFAULT_BATCHING, ...settings });
+  createRunner(h.database.db, runnerStore(createAuditWriter(Buffer.alloc(32, 1))), commits, { ...DEFAULT_BATCHING, ...settings });
 
 const BATCHED = useCase('test.batched', ['CREATE_TASK'], { batch: true });
 const BATCHED_PLAIN = useCase('test.batchedPlain', [], { batch: true });
@@ -304,7 +305,7 @@ describe('runs submitted together', () => {
     proxied.port = String(await proxy.start());
     const db = createPostgresDatabase({ url: proxied.toString(), poolSize: 4, role: APP_ROLE, onError: () => {} });
     try {
-      const run = createRunner(db, createAuditWriter(Buffer.alloc(32, 1)), commits);
+      const run = createRunner(db, runnerStore(createAuditWriter(Buffer.alloc(32, 1))), commits);
       const ctxs = await callers(6);
       let reached!: () => void;
       const atGate = new Promise<void>((resolve) => (reached = resolve));

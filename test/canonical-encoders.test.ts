@@ -1,5 +1,5 @@
 // The canonical form of an audit record is computed three ways, and all three must give the
-// same bytes (docs/audit-integrity.md §1; sealed-form.ts): in JavaScript by the sealer
+// same bytes (docs/audit-integrity.md §1; record.sealed-form.ts): in JavaScript by the sealer
 // (rowLeaf, sealingLeaf; recordLeaf for a sealed form read from outside), in PostgreSQL for the
 // database verification (CANONICAL_HEAD_SQL ‖ JCS(metadata) ‖ CANONICAL_TAIL_SQL), and in
 // PostgreSQL as the export's JSON text (SEALED_FORM_JSON), which must parse to sealedForm(row).
@@ -28,11 +28,11 @@ import { test } from 'node:test';
 import type { Queryable } from '../src/db/database.js';
 import { findAuditRecords, type AuditRow } from '../src/modules/audit/audit.repository.js';
 import { PERSONAL_KEYS, PERSONAL_MARKER, createAuditWriter, type AuditAction, type AuditResult, type ResourceType } from '../src/modules/audit/audit.writer.js';
-import { canonicalize } from '../src/modules/audit/integrity/jcs.js';
-import { leafHash } from '../src/modules/audit/integrity/merkle.js';
+import { canonicalize } from '../src/tlog/jcs.js';
+import { leafHash } from '../src/tlog/merkle.js';
 import {
   CANONICAL_HEAD_SQL, CANONICAL_METADATA_SQL, CANONICAL_TAIL_SQL, EXACT_SQL, SEALED_FIELDS, SEALED_FORM_JSON, canonicalLeaf, recordLeaf, rowLeaf, sealedForm, sealingLeaf,
-} from '../src/modules/audit/integrity/sealed-form.js';
+} from '../src/modules/audit/evidence/record.sealed-form.js';
 import { useTestDatabase } from './helpers/harness.js';
 import {
   BEYOND_SAFE, ISO_MS, NON_FINITE, admissible, asNumber, describeRecord, generateRecord, jsonText, parseNoNegativeZero, shrinkRecord, wellFormed,
@@ -138,7 +138,7 @@ async function readBack(q: Queryable, ids: number[]): Promise<{ rows: Map<number
 // ── The property ───────────────────────────────────────────────────────────────────────────
 
 const hex = (b: Buffer) => b.toString('hex');
-/** The leaf sealingLeaf gives a record without a canonical form (sealed-form.ts). */
+/** The leaf sealingLeaf gives a record without a canonical form (record.sealed-form.ts). */
 const unverifiableLeaf = (id: number) => leafHash(Buffer.concat([Buffer.from([0xff]), Buffer.from(`no canonical form: record ${id}`)]));
 const canonicalOrUndefined = (value: unknown) => {
   try {
@@ -428,7 +428,7 @@ test("the audit writer cuts a user agent at 512 UTF-16 units: a cut through a su
   checkRecord(g, id!, row, back.parts.get(id!));
 });
 
-test('action, resource_type and result: the sealed form quotes them unescaped (sealed-form.ts word()), which holds because the CHECK constraints refuse, even to the owner, a trailing newline, non-ASCII capitals and lower case', async () => {
+test('action, resource_type and result: the sealed form quotes them unescaped (record.sealed-form.ts word()), which holds because the CHECK constraints refuse, even to the owner, a trailing newline, non-ASCII capitals and lower case', async () => {
   for (const column of ['action', 'resource_type', 'result'] as const) {
     for (const value of ['A\n', 'A\r', '\nA', 'É', 'Ａ', 'ǅ', 'a', 'A-B', 'A B']) {
       await assert.rejects(ownerRecord({ [column]: value }), pgCode('23514'), `${column} = ${JSON.stringify(value)}`);

@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import { declaredStatements } from '../src/db/statements.js';
 import { NOTHING_CONSUMED, parseSnapshot, xactCeiling, type CommittedReader, type PositionColumns } from '../src/db/commit-order.js';
 import type { Database } from '../src/db/database.js';
-import { committedRecords } from '../src/modules/audit/integrity/evidence.repository.js';
+import { committedRecords } from '../src/modules/audit/evidence/evidence.repository.js';
 import { committedOutbox } from '../src/modules/outbox/outbox.repository.js';
 import { planNodes, topPlanNode, type PlanNode } from './helpers/explain.js';
 import { useTestDatabase } from './helpers/harness.js';
@@ -51,7 +51,7 @@ async function checkReader(reader: CommittedReader<unknown>, table: string, stat
   assert.deepEqual(batch.rows.map((r) => r.id), [newest - 2, newest - 1, newest], 'the batch is the three rows committed after the position');
 
   // The same statement with the same values, under EXPLAIN ANALYZE, in a transaction of the
-  // kind the background loops run theirs in (ops/background-loop.ts: exclusiveRound).
+  // kind the background loops run theirs in (background/background-loop.ts: exclusiveRound).
   const { xmax, xip } = parseSnapshot(snap);
   const params = [`{${xip.join(',')}}`, xmax, xactCeiling(xmax), 500];
   const plan = await owner.transaction(async (tx) => {

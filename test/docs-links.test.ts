@@ -8,7 +8,7 @@
 // file's headings, slugged as GitHub slugs them. Source comments: every file path cited in a
 // comment of src/, test/, scripts/, bench/, migrations/ or sql/ is a file of the repository,
 // found from the citing file's folder, from the root, or as the tail of a repository path
-// (`db/postgres.ts`, `sealed-form.ts`).
+// (`db/postgres.ts`, `tlog/merkle.ts`).
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -302,4 +302,43 @@ describe('source comments', () => {
       assert.deepEqual(outside, [], `${outside.length} comments cite API.md or ARCHITECTURE.md, which are not in the repository (docs/api.md and docs/architecture.md are):\n${outside.join('\n')}`);
     },
   );
+});
+
+// ---------------------------------------------------------------------------------------------
+// Markdown code spans: the files the docs name in backticks
+
+/** Every file path a Markdown file names in an inline code span (`src/db/postgres.ts`), fenced blocks left out. */
+function codeSpanPaths(file: string): Array<{ file: string; line: number; cited: string }> {
+  return withoutFences(readFileSync(file, 'utf8')).flatMap((line, i) =>
+    [...line.matchAll(/(`+)([^`]+?)\1/g)].flatMap((m) =>
+      citedPaths(m[2]!)
+        // An extension alone (a declaration file's) names no file.
+        .filter((cited) => cited.includes('/') || !cited.startsWith('.'))
+        .map((cited) => ({ file, line: i + 1, cited })),
+    ),
+  );
+}
+
+/** Files the docs name that no clone holds, on purpose, each with why. */
+const NOT_IN_THE_REPOSITORY = new Map<string, string>([
+  ['docs/architecture.md server/models/Event.ts', 'Outline\'s, a model studied'],
+  ['docs/architecture.md routes/api/tasks/index.ts', 'fastify/demo\'s, a model studied'],
+  ['docs/architecture.md domain/new-order-use-case.ts', 'Practica\'s, a model studied'],
+  ['docs/audit-search.md search-quick.md', 'written by `npm run bench -- --only search --quick`, not committed'],
+  ['docs/performance.md bench/results/quick.md', 'written by `npm run bench -- --quick`, not committed'],
+]);
+
+describe('Markdown code spans', () => {
+  const spans = markdownFiles().flatMap(codeSpanPaths);
+
+  test('the scan finds the files the docs name in backticks', () => {
+    assert.ok(spans.length > 50, `only ${spans.length} found`);
+  });
+
+  test('every file the README and docs/ name in backticks is in the repository (what the build writes excepted)', () => {
+    const built = (cited: string) => cited.split('/').some((part) => part === 'dist' || part === 'node_modules');
+    const missing = spans
+      .filter((s) => !built(s.cited) && !OUTSIDE_SPEC.test(s.cited) && !NOT_IN_THE_REPOSITORY.has(`${rel(s.file)} ${s.cited}`) && !resolves(s.cited, s.file)).map((s) => `${rel(s.file)}:${s.line}: ${s.cited}`);
+    assert.deepEqual(missing, [], `the docs name files that are not in the repository:\n${missing.join('\n')}`);
+  });
 });

@@ -1,9 +1,9 @@
-// The spacing of the full collections run after audit scans (src/ops/full-collection.ts): at
+// The spacing of the full collections run after audit scans (src/process/full-collection.ts): at
 // most 2% of the instance's time, never less than a second apart. A fake clock; the collection
 // itself, run by the HTTP scans, is in limits-audit-scans.test.ts.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { createCollector } from '../src/ops/full-collection.js';
+import { createCollector } from '../src/process/full-collection.js';
 
 /** A collector over a fake clock whose collections take `gcMs` each; answers it and what it ran. */
 function fake(gcMs: number) {

@@ -2,9 +2,9 @@
 // sealer, the verifier and the export write ids and seqs with, so a wrong digit is a wrong leaf).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { canonicalize } from '../src/modules/audit/integrity/jcs.js';
-import { integerText } from '../src/modules/audit/integrity/integer-text.js';
-import { OutputBuffer } from '../src/modules/audit/integrity/output-buffer.js';
+import { canonicalize } from '../src/tlog/jcs.js';
+import { integerText } from '../src/tlog/integer-text.js';
+import { OutputBuffer } from '../src/modules/audit/evidence/export.buffer.js';
 
 const EDGES = [0, -0, 1, 9, 10, 99, 100, 999, 1000, 1001, 1010, 100_000, 999_999, 1_000_000, 1_000_001, 10_203_040, 2 ** 31, 2 ** 32 + 7, 10 ** 15, Number.MAX_SAFE_INTEGER];
 

@@ -3,7 +3,7 @@
 // data, byte for byte in UTF-8.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { canonicalize, fieldsCanonicalizer } from '../src/modules/audit/integrity/jcs.js';
+import { canonicalize, fieldsCanonicalizer } from '../src/tlog/jcs.js';
 
 const utf8Hex = (s: string): string => Buffer.from(s, 'utf8').toString('hex');
 

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import type { ScanKind } from '../src/http/scan-slots.js';
-import { fullCollection } from '../src/ops/full-collection.js';
+import { fullCollection } from '../src/process/full-collection.js';
 import { assertProblem, type Response } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import type { TestServer } from './helpers/server.js';
@@ -149,7 +149,7 @@ async function forcedFullCollections() {
   return { since: async () => (await settled()) - before, stop: () => observer.disconnect() };
 }
 
-describe('what the scans leave goes in one full collection once the last of them ends (ops/full-collection.ts)', () => {
+describe('what the scans leave goes in one full collection once the last of them ends (process/full-collection.ts)', () => {
   test('a verification that ends while an export is held runs none; the export, ending last, runs exactly one', async () => {
     const gc = await forcedFullCollections();
     const hold = holdFirst(1);

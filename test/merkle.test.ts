@@ -7,7 +7,7 @@ import {
   EMPTY_ROOT, InclusionChecker, TreeBuilder, consistencyProof, consistencyProofNodes, frontierNodes, inclusionProof, inclusionProofNodes,
   leafHash, nodeHash, nodeHashBase64, rootHash, rootNodes, verifyConsistency, verifyInclusion,
   type Hash, type NodeKey, type NodeSource,
-} from '../src/modules/audit/integrity/merkle.js';
+} from '../src/tlog/merkle.js';
 
 const hex = (h: string): Buffer => Buffer.from(h, 'hex');
 

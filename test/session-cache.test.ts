@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { after, describe, test } from 'node:test';
 import { SessionCache } from '../src/modules/sessions/sessions.cache.js';
-import type { SessionRow } from '../src/modules/sessions/sessions.verdict.js';
+import type { SessionRow } from '../src/domain/session-verdict.js';
 import { assertProblem, Client, login, type Response, type Session } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import { needsPostgres, startTestServer, type TestServer } from './helpers/server.js';

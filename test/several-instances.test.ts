@@ -11,7 +11,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { generateEd25519PrivateKeyPem } from '../src/modules/audit/integrity/signed-note.js';
+import { generateEd25519PrivateKeyPem } from '../src/tlog/signed-note.js';
 import { entryFile, NODE_ARGS, ROOT } from './helpers/paths.js';
 import { spawnServer } from './helpers/process.js';
 import { adminQuery } from './helpers/postgres.js';

@@ -1,4 +1,4 @@
-// Signed notes and checkpoints (audit/integrity/signed-note.ts) against the published vectors
+// Signed notes and checkpoints (tlog/signed-note.ts) against the published vectors
 // of Go's golang.org/x/mod/sumdb/note and of the C2SP specs, plus a check written from the
 // spec with node:crypto alone, so the module cannot agree only with itself.
 import assert from 'node:assert/strict';
@@ -8,7 +8,7 @@ import {
   NoteError, ed25519PublicKeyFromRaw, ed25519PublicKeyRaw, formatCheckpoint, formatVerifierKey,
   generateEd25519PrivateKeyPem, keyHash, loadEd25519PrivateKey, noteSigner, noteVerifier, openNote,
   parseCheckpoint, parseVerifierKey, publicKeyPem, signNote, signText, type NoteVerifier,
-} from '../src/modules/audit/integrity/signed-note.js';
+} from '../src/tlog/signed-note.js';
 
 // From golang/mod, sumdb/note/note_test.go (TestNewVerifier, TestNewSigner, TestSign, TestOpen).
 const PETER_SKEY = 'PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz';

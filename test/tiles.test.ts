@@ -1,4 +1,4 @@
-// The audit tree as C2SP tlog-tiles (audit/integrity/tiles.ts): paths to the spec's letter,
+// The audit tree as C2SP tlog-tiles (tlog/tiles.ts): paths to the spec's letter,
 // every root and proof computed through tiles equal to merkle.ts's over all nodes, the
 // sealer's right edge equal to a from-the-definition tree at every size, and a client written
 // from the spec alone (helpers/tlog-reader.ts) reading what tiles.ts produces.
@@ -7,11 +7,11 @@ import { test } from 'node:test';
 import {
   EMPTY_ROOT, TreeBuilder, consistencyProof, consistencyProofNodes, inclusionProof, inclusionProofNodes, leafHash, nodeHash, rootHash,
   rootNodes, verifyInclusion as merkleVerifyInclusion, type Hash, type NodeKey, type NodeSource,
-} from '../src/modules/audit/integrity/merkle.js';
+} from '../src/tlog/merkle.js';
 import {
   HASH_BYTES, RightEdge, TILE_WIDTH, decodeEntryBundle, encodeEntryBundle, formatTileIndex, parseTileIndex, parseTilePath, rightEdgeWidths,
   subtreeHash, tileKey, tileNodeSource, tilePath, tileRoot, tileWidthAt, tilesForNodes,
-} from '../src/modules/audit/integrity/tiles.js';
+} from '../src/tlog/tiles.js';
 import { TlogReader, encodeIndex, parseCheckpointNote, verifyInclusion } from './helpers/tlog-reader.js';
 
 const N = 70_000; // the spec's example size: three tile levels, level 1 with a full tile

@@ -7,16 +7,17 @@ import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import type { ActorContext, RequestContext } from '../src/context.js';
 import { DomainError } from '../src/domain/errors.js';
+import { runnerStore } from '../src/runtime.js';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
 import { insertUser } from '../src/modules/users/users.repository.js';
-import { CommitSignal, type Committed } from '../src/use-cases/commit-signal.js';
+import { CommitSignal, type Committed } from '../src/background/commit-signal.js';
 import { UseCaseContractError, createRunner, useCase, type Run, type UnitOfWork } from '../src/use-cases/runner.js';
 import { useTestDatabase } from './helpers/harness.js';
 
 const h = useTestDatabase();
 let runner: Run | undefined;
 const run: Run = (ctx, uc, body, opts) => {
-  runner ??= createRunner(h.database.db, createAuditWriter(Buffer.alloc(32, 1)), commits);
+  runner ??= createRunner(h.database.db, runnerStore(createAuditWriter(Buffer.alloc(32, 1))), commits);
   return runner(ctx, uc, body, opts);
 };
 

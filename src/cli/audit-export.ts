@@ -38,7 +38,7 @@ export const auditExport: Command = {
     });
     const format = opts.format ?? 'ndjson';
     if (format !== 'ndjson' && format !== 'csv') throw new UsageError('--format must be ndjson or csv');
-    const [{ Value }, { ExportQuery }] = await Promise.all([import('typebox/value'), import('../modules/audit/integrity/evidence.schemas.js')]);
+    const [{ Value }, { ExportQuery }] = await Promise.all([import('typebox/value'), import('../modules/audit/evidence/evidence.schemas.js')]);
     const id = (name: string, v: string | undefined) => {
       if (v === undefined) return undefined;
       if (!/^[1-9][0-9]{0,15}$/.test(v)) throw new UsageError(`--${name} must be a positive integer`);

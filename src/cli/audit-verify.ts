@@ -57,7 +57,7 @@ export const auditVerify: Command = {
     });
     if (opts['public-key'] !== undefined && opts['verifier-key'] !== undefined) throw new UsageError('give --public-key or --verifier-key, not both');
     if (opts.complete && opts.file === undefined) throw new UsageError('--complete applies to --file');
-    const [{ noteVerifier, parseVerifierKey, NoteError }, { createPublicKey }] = await Promise.all([import('../modules/audit/integrity/signed-note.js'), import('node:crypto')]);
+    const [{ noteVerifier, parseVerifierKey, NoteError }, { createPublicKey }] = await Promise.all([import('../tlog/signed-note.js'), import('node:crypto')]);
     const readText = (file: string, what: string) => {
       try {
         return readFileSync(file, 'utf8');
@@ -79,7 +79,7 @@ export const auditVerify: Command = {
 
     if (opts.file !== undefined) {
       if (opts.checkpoint !== undefined) throw new UsageError('--checkpoint applies to the database; an export carries its own checkpoint');
-      const { verifyExportFile } = await import('../modules/audit/integrity/verify-export.js');
+      const { verifyExportFile } = await import('../modules/audit/evidence/export.verifier.js');
       // The key name of a checkpoint is its origin: read from the export's own note for a PEM key.
       const origin = await exportOrigin(opts.file);
       // No signed note, no origin: nothing in the export can be checked against any key.
@@ -99,8 +99,8 @@ export const auditVerify: Command = {
     const url = config.migrationDatabaseUrl ?? config.databaseUrl;
     const log = await cliLogger();
     const [{ openDatabase }, { loadSigningKey, SIGNING_KEY_FILE }, { resolveOrigin }, { verifyDatabase }, fs] = await Promise.all([
-      import('../db/open.js'), import('../modules/audit/integrity/signing-key.js'), import('../modules/audit/integrity/log-identity.js'),
-      import('../modules/audit/integrity/verifier.js'), import('node:fs'),
+      import('../db/open.js'), import('../modules/audit/evidence/signing-key.loader.js'), import('../modules/audit/evidence/log.identity.js'),
+      import('../modules/audit/evidence/log.verifier.js'), import('node:fs'),
     ]);
     const external = opts.checkpoint !== undefined ? readText(opts.checkpoint, 'the checkpoint') : undefined;
     const unlock = url ? () => {} : lockEmbeddedDatabase(config.dataDir, WHILE_THE_SERVER_RUNS);
@@ -141,7 +141,7 @@ export const auditVerify: Command = {
 
 /** The origin, first line of the checkpoint note on the export's last line: the name a PEM key is given. */
 async function exportOrigin(file: string): Promise<string> {
-  const { lastLine } = await import('../modules/audit/integrity/verify-export.js');
+  const { lastLine } = await import('../modules/audit/evidence/export.verifier.js');
   let last: string;
   try {
     last = await lastLine(file);

@@ -86,7 +86,7 @@ export interface Database extends Queryable {
   readonly kind: 'pglite' | 'postgres';
   /**
    * How a worker thread of this process reaches the same database with connections of its own
-   * (audit scans: modules/audit/integrity/scan-pool.ts). None on PGlite, whose one connection
+   * (audit scans: modules/audit/evidence/scan.pool.ts). None on PGlite, whose one connection
    * lives in this thread: a worker's statements come here (db/thread-queries.ts).
    */
   readonly threadAccess?: PostgresAccess;

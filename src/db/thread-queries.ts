@@ -2,7 +2,7 @@
 // lives in the main thread (a worker on PostgreSQL opens connections of its own instead:
 // Database.threadAccess). The worker holds a Queryable that posts each statement to the main
 // thread, which runs it and posts back its rows or its error, across the threads' message
-// channel (worker_threads: structured clone). Used by the audit scans (modules/audit/integrity/scan-pool.ts).
+// channel (worker_threads: structured clone). Used by the audit scans (modules/audit/evidence/scan.pool.ts).
 import type { Database, Queryable, QueryOptions } from './database.js';
 
 export interface QueryRequest {

@@ -4,9 +4,8 @@
 // starve every other user. A slot is held from the start of the request until the scan ends,
 // fails, or (an export) its client goes. Per instance: it is this instance's time that a scan
 // takes, and a client refused here may be served by another. When the last running scan ends,
-// the instance runs a full garbage collection (ops/full-collection.ts).
-import { fullCollection } from '../ops/full-collection.js';
-import type { AppMetrics } from '../ops/metrics.js';
+// the instance runs a full garbage collection (process/full-collection.ts).
+import { fullCollection } from '../process/full-collection.js';
 import { rateLimitedAnswer } from './errors.js';
 
 export type ScanKind = 'export' | 'verify';
@@ -24,7 +23,13 @@ export interface ScanSlots {
   holding(kind: ScanKind): Promise<void>;
 }
 
-export function createScanSlots(max: number, metrics: Pick<AppMetrics, 'limited' | 'auditScansRunning'>, pause?: (kind: ScanKind) => Promise<void>): ScanSlots {
+/** The counters the slots keep (the app's metrics, ops/metrics.ts: teamlog_limited_total, teamlog_audit_scans_running). */
+export interface ScanMetrics {
+  limited: { inc(labels: { limit: string }): void };
+  auditScansRunning: { inc(labels: { kind: ScanKind }): void; dec(labels: { kind: ScanKind }): void };
+}
+
+export function createScanSlots(max: number, metrics: ScanMetrics, pause?: (kind: ScanKind) => Promise<void>): ScanSlots {
   let running = 0;
   return {
     holding: async (kind) => {
@@ -47,7 +52,7 @@ export function createScanSlots(max: number, metrics: Pick<AppMetrics, 'limited'
         running--;
         metrics.auditScansRunning.dec({ kind });
         // What the scans left for a full collection goes now, not once V8 gets to it
-        // (ops/full-collection.ts says why): once the last of them has ended, after this turn.
+        // (process/full-collection.ts says why): once the last of them has ended, after this turn.
         if (running === 0) setImmediate(() => running === 0 && fullCollection.collect());
       };
     },

@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Database } from '../db/database.js';
 import { unavailable } from '../http/errors.js';
-import { sealingStatus, type SealingStatus } from '../modules/audit/integrity/sealing-status.js';
+import { sealingStatus, type SealingStatus } from '../modules/audit/evidence/sealing-status.service.js';
 
 const READY_TIMEOUT_MS = 2000;
 

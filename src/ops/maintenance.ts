@@ -10,7 +10,7 @@ import { pruneLoginFailures } from '../modules/auth/auth.throttle.js';
 import { summarizeAuditTimeIndex } from '../modules/audit/audit.repository.js';
 import { pruneEvents } from '../modules/outbox/outbox.repository.js';
 import { pruneExpiredSessions } from '../modules/sessions/sessions.repository.js';
-import { BackgroundLoop } from './background-loop.js';
+import { BackgroundLoop } from '../background/background-loop.js';
 
 const PRUNE_EVERY_MS = 10 * 60 * 1000;
 /**

@@ -9,7 +9,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import { AppError } from '../http/errors.js';
-import { sealingBacklog, type SealingBacklog } from '../modules/audit/integrity/sealing-status.js';
+import { sealingBacklog, type SealingBacklog } from '../modules/audit/evidence/sealing-status.service.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -148,7 +148,7 @@ function sharedRead<T>(read: () => Promise<T>): () => Promise<T | undefined> {
   };
 }
 
-/** What sealing and signing have yet to do (sealing-status.ts), read from the database at each scrape. */
+/** What sealing and signing have yet to do (sealing-status.service.ts), read from the database at each scrape. */
 function auditSealingMetrics(registry: Registry, readBacklog: () => Promise<SealingBacklog>): void {
   const backlog = sharedRead(readBacklog);
   const gauge = (name: string, help: string, value: (b: SealingBacklog) => number | undefined) =>

@@ -10,7 +10,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../db/database.js';
 import type { NumberedEvent } from '../modules/outbox/outbox.events.js';
 import { eventBounds, eventsAfter } from '../modules/outbox/outbox.repository.js';
-import { BackgroundLoop, type RoundOutcome } from '../ops/background-loop.js';
+import { BackgroundLoop, type RoundOutcome } from '../background/background-loop.js';
 
 const BATCH = 500;
 const POLL_MS = 1000;

@@ -9,7 +9,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../db/database.js';
 import { eventsOf, type NumberedEvent } from '../modules/outbox/outbox.events.js';
 import { announceEvents, committedOutbox, insertOutboxBatch, lastOutboxBatch } from '../modules/outbox/outbox.repository.js';
-import { BackgroundLoop, exclusiveRound } from '../ops/background-loop.js';
+import { BackgroundLoop, exclusiveRound } from '../background/background-loop.js';
 
 /**
  * An event this instance's relay numbered, handed straight to its own dispatcher: with the

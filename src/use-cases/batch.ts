@@ -6,7 +6,7 @@
 //
 // Inside a batch every run keeps the runner's promises, item by item:
 //   - the callers' user and session rows are locked FOR KEY SHARE in one statement for all of
-//     them (sessions.repository lockActors), and each run decides on its own locked rows;
+//     them (RunnerStore.lockActors), and each run decides on its own locked rows;
 //   - each run's body runs as it would alone (its statements pipelined with the others' on the
 //     batch's connection), records its one audit record, and gets its own answer;
 //   - a run refused before it wrote anything commits its DENIED record with the batch (its
@@ -26,18 +26,16 @@ import type { Tx } from '../db/database.js';
 import { isUnavailableError, pgErrorCode } from '../db/database.js';
 import { IN_FAILED_TRANSACTION, RunTx, Together, setLockTimeout } from '../db/shared-transaction.js';
 import { DomainError } from '../domain/errors.js';
-import { lockActors } from '../modules/sessions/sessions.repository.js';
-import type { Written } from '../modules/audit/audit.writer.js';
-import type { SessionRow } from '../modules/sessions/sessions.verdict.js';
+import type { SessionRow } from '../domain/session-verdict.js';
 import type { Database } from '../db/database.js';
-import type { AuditWriter } from '../modules/audit/audit.writer.js';
-import type { CommitSignal, Committed } from './commit-signal.js';
+import type { RunnerStore, Written } from './ports.js';
+import type { CommitSignal, Committed } from '../background/commit-signal.js';
 import { CommittedFailure, Refusal, Work, lostRaceOr, type CallerRow, type UseCase, type UseCaseBody } from './unit-of-work.js';
 
-/** What a run needs besides its use case: the database, the audit writer, and whom to tell of a commit. */
+/** What a run needs besides its use case: the database, what it locks and writes through, and whom to tell of a commit. */
 export interface RunnerParts {
   db: Database;
-  writer: AuditWriter;
+  store: RunnerStore;
   commits: CommitSignal;
 }
 
@@ -129,12 +127,12 @@ export class Batcher {
 
   private async runBatch(items: Item[]): Promise<void> {
     if (items.length === 1) return this.alone(items[0]!);
-    const { db, writer, commits } = this.parts;
+    const { db, store, commits } = this.parts;
     const runs: Run[] = [];
     try {
       await db.transaction(async (tx) => {
         if (db.kind === 'postgres') setLockTimeout(tx, this.settings.lockTimeoutMs);
-        const callers = lockActors(tx, items.map((i) => ({ userId: i.ctx.actor!.id, sessionId: i.ctx.actor!.sessionId })));
+        const callers = store.lockActors(tx, items.map((i) => ({ userId: i.ctx.actor!.id, sessionId: i.ctx.actor!.sessionId })));
         callers.catch(() => {}); // each run awaits it through its caller
         const callerRow: CallerRow = async (_tx, actor): Promise<SessionRow | undefined> => (await callers).get(actor.sessionId);
         const together = new Together(tx);
@@ -154,7 +152,7 @@ export class Batcher {
           }
         }
         const last = new RunTx(tx);
-        writer.recordBatch(last, written);
+        store.writer.recordBatch(last, written);
         await last.settled();
         if (last.failure) throw new RollBack();
       });

@@ -26,11 +26,9 @@
 import type { RequestContext } from '../context.js';
 import type { Database } from '../db/database.js';
 import { pgErrorCode } from '../db/database.js';
-import type { AuditWriter } from '../modules/audit/audit.writer.js';
-import { addEvents } from '../modules/outbox/outbox.repository.js';
-import { lockActor } from '../modules/sessions/sessions.repository.js';
 import { Batcher, DEFAULT_BATCHING, type BatchSettings, type RunnerParts } from './batch.js';
-import type { CommitSignal } from './commit-signal.js';
+import type { CommitSignal } from '../background/commit-signal.js';
+import type { RunnerStore } from './ports.js';
 import { CommittedFailure, Refusal, Work, lostRaceOr, type CallerRow, type RunOptions, type Run, type UseCase, type UseCaseBody } from './unit-of-work.js';
 
 export { UseCaseContractError, useCase, type DeniedRecord, type Run, type RunOptions, type UnitOfWork, type UseCase, type UseCaseBody } from './unit-of-work.js';
@@ -44,8 +42,8 @@ const RETRYABLE = new Set(['40P01', '40001']);
 
 
 /** One run in a transaction of its own (retried on a deadlock): the path of every use case, and of a batch of one. */
-export async function runAlone<T>({ db, writer, commits }: RunnerParts, ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, opts: RunOptions = {}): Promise<T> {
-  const callerRow: CallerRow = (tx, actor) => lockActor(tx, actor.id, actor.sessionId, opts.callerLock);
+export async function runAlone<T>({ db, store, commits }: RunnerParts, ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, opts: RunOptions = {}): Promise<T> {
+  const callerRow: CallerRow = (tx, actor) => store.lockActor(tx, actor.id, actor.sessionId, opts.callerLock);
   let outcome: T | CommittedFailure;
   for (let attempt = 1; ; attempt++) {
     try {
@@ -54,8 +52,8 @@ export async function runAlone<T>({ db, writer, commits }: RunnerParts, ctx: Req
         const result = await body(work);
         // The record (or the events alone) goes out last, pipelined with COMMIT.
         const { entry, events } = await work.settle();
-        if (entry) writer.record(t, ctx, entry, events);
-        else addEvents(t, events);
+        if (entry) store.writer.record(t, ctx, entry, events);
+        else store.addEvents(t, events);
         const carried = work.carried;
         if (carried) t.afterCommit(() => commits.committed(carried));
         return result;
@@ -65,7 +63,7 @@ export async function runAlone<T>({ db, writer, commits }: RunnerParts, ctx: Req
       if (err instanceof Refusal) {
         if (err.record) {
           const denied = err.record;
-          await db.transaction(async (t) => writer.record(t, ctx, { ...denied, result: 'DENIED' }));
+          await db.transaction(async (t) => store.writer.record(t, ctx, { ...denied, result: 'DENIED' }));
           commits.committed({ audited: true, events: 1 });
         }
         throw err.error;
@@ -78,9 +76,12 @@ export async function runAlone<T>({ db, writer, commits }: RunnerParts, ctx: Req
   return outcome;
 }
 
-/** `commits` is told after every commit that carried a record or events (the relay and the sealer take them). */
-export function createRunner(db: Database, writer: AuditWriter, commits: CommitSignal, batching: BatchSettings = DEFAULT_BATCHING): Run {
-  const parts: RunnerParts = { db, writer, commits };
+/**
+ * `store`: what runs lock and write through (runtime.ts, runnerStore). `commits` is told after every
+ * commit that carried a record or events (the relay and the sealer take them).
+ */
+export function createRunner(db: Database, store: RunnerStore, commits: CommitSignal, batching: BatchSettings = DEFAULT_BATCHING): Run {
+  const parts: RunnerParts = { db, store, commits };
   const batcher = new Batcher(parts, batching, (ctx, uc, body) => runAlone(parts, ctx, uc, body));
   return function run<T>(ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, opts: RunOptions = {}): Promise<T> {
     if (uc.batch && ctx.actor && opts.callerLock === undefined) return batcher.submit(ctx, uc, body, opts.batchKey);

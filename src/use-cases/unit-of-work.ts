@@ -7,11 +7,11 @@ import type { Tx } from '../db/database.js';
 import { pgConstraint, pgErrorCode } from '../db/database.js';
 import { refusalOf, type Verdict } from '../domain/authorization.js';
 import { conflict, type DomainError } from '../domain/errors.js';
-import type { AuditAction, AuditEntry, ResourceType, Written } from '../modules/audit/audit.writer.js';
-import type { OutboxEvent } from '../modules/outbox/outbox.events.js';
-import type { CallerLock } from '../modules/sessions/sessions.repository.js';
-import { liveActor, type SessionRow } from '../modules/sessions/sessions.verdict.js';
-import type { Committed } from './commit-signal.js';
+import type { AuditAction, ResourceType } from '../domain/audit-vocabulary.js';
+import type { OutboxEvent } from '../domain/events.js';
+import type { AuditEntry, CallerLock, Written } from './ports.js';
+import { liveActor, type SessionRow } from '../domain/session-verdict.js';
+import type { Committed } from '../background/commit-signal.js';
 
 /** A use case's name (for errors and logs) and the audit actions it may record. */
 export interface UseCase {

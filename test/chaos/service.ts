@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Database } from '../../src/db/database.js';
 import { createPostgresDatabase } from '../../src/db/postgres.js';
-import { noteHash } from '../../src/modules/audit/integrity/checkpoint-check.js';
+import { noteHash } from '../../src/tlog/checkpoint-check.js';
 import { assertOk, settled, verifyRoute, type CheckpointJson } from '../helpers/audit-log.js';
 import { createUser, loginAdmin, type Session } from '../helpers/client.js';
 import { addMember, createProject, uniqueWord, type ProjectBody } from '../helpers/factories.js';

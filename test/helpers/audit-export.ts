@@ -7,10 +7,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { CSV_COLUMNS } from '../../src/modules/audit/integrity/export.js';
-import { verifyInclusion } from '../../src/modules/audit/integrity/merkle.js';
-import { recordLeaf, type SealedRecord } from '../../src/modules/audit/integrity/sealed-form.js';
-import { parseVerifierKey } from '../../src/modules/audit/integrity/signed-note.js';
+import { CSV_COLUMNS } from '../../src/modules/audit/evidence/export.stream.js';
+import { verifyInclusion } from '../../src/tlog/merkle.js';
+import { recordLeaf, type SealedRecord } from '../../src/modules/audit/evidence/record.sealed-form.js';
+import { parseVerifierKey } from '../../src/tlog/signed-note.js';
 import { settled } from './audit-log.js';
 import type { CliDatabase } from './cli.js';
 import { createUser, loginAdmin, type Session } from './client.js';
@@ -27,7 +27,7 @@ export const QUOTED_AGENT = 'Mozilla/5.0 (X11; "quoted", comma)';
 export const FORMULA_REQUEST_IDS = [`-cmd-${unique()}`, `@cmd-${unique()}`];
 /**
  * Records the owner appends with values the service's own writes rarely hold, for the sealed
- * form an export builds in SQL (export.ts): timestamps on a whole second and just below the
+ * form an export builds in SQL (export.stream.ts): timestamps on a whole second and just below the
  * next, null columns, escapes, characters beyond ASCII, numbers that JSON writes in more than
  * one way, and a string that holds the personal-data marker.
  */

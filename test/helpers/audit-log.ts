@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { Database, Queryable } from '../../src/db/database.js';
 import { databaseSession, migrate } from '../../src/db/migrate.js';
 import { createPgliteDatabase } from '../../src/db/pglite.js';
-import type { VerifyReport } from '../../src/modules/audit/integrity/verifier.js';
+import type { VerifyReport } from '../../src/modules/audit/evidence/log.verifier.js';
 import type { Session } from './client.js';
 import { createTestDatabase, onPostgres, type TestDatabase, type TestServer } from './server.js';
 

@@ -160,7 +160,7 @@ const NUMBER_EDGES = [
   '0.30000000000000004', '0.1', '0.2', '0.7', '0.1000000000000000055511151231257827', '1.0000000000000002', '333333333.33333329', '1424953923781206.25',
   '1E+2', '1e2', '100', '100.000', '1E1', '1.5', '-0.25', '4.50', '2e-3', '1e30', '1', '-1', '10', '1e-400', '-1e-400',
 ];
-/** Beyond a double: JSON.parse gives ±Infinity, which has no canonical form (sealed-form.ts, sealingLeaf). */
+/** Beyond a double: JSON.parse gives ±Infinity, which has no canonical form (record.sealed-form.ts, sealingLeaf). */
 export const NON_FINITE = ['1e400', '-1e400', '1.7976931348623159e308', '-2e308', '1E+309'];
 
 function randomDouble(rng: Rng): number {

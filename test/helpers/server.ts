@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadConfig, type Config } from '../../src/config.js';
-import { generateEd25519PrivateKeyPem } from '../../src/modules/audit/integrity/signed-note.js';
+import { generateEd25519PrivateKeyPem } from '../../src/tlog/signed-note.js';
 import type { Database } from '../../src/db/database.js';
 import { databaseSession, migrate, migratePostgres } from '../../src/db/migrate.js';
 import { createPgliteDatabase } from '../../src/db/pglite.js';
@@ -64,7 +64,7 @@ export interface TestServer {
 /**
  * The environment of a server process (helpers/process.ts) that is another instance of `server`:
  * its PostgreSQL database and Redis keys, its JWT secret, the log's signing key (an instance
- * with another refuses to start: log-identity.ts) and the first ADMIN; no general limit.
+ * with another refuses to start: log.identity.ts) and the first ADMIN; no general limit.
  */
 export function siblingInstanceEnv(server: TestServer, dataDir: string): Record<string, string> {
   return {

@@ -1,6 +1,6 @@
 // C2SP signed notes (c2sp.org/signed-note) and tlog checkpoints (c2sp.org/tlog-checkpoint),
 // read and checked in the browser with Web Crypto's Ed25519, from the specifications: the
-// server's own code (src/modules/audit/integrity/signed-note.ts) is not shared, so that a
+// server's own code (src/tlog/signed-note.ts) is not shared, so that a
 // mistake there cannot agree with itself here.
 import { concat, equalBytes, fromBase64, sha256, subtle, toHex, utf8Bytes } from './bytes.js';
 

@@ -20,7 +20,7 @@ export type Verdict =
   /** Could not be checked at all (the service did not answer, or refused for another reason). */
   | { kind: 'error'; reason: string };
 
-/** The fields of a sealed form: exactly the API's (src/modules/audit/integrity/sealed-form.ts). */
+/** The fields of a sealed form: exactly the API's (src/modules/audit/evidence/record.sealed-form.ts). */
 const SEALED_FIELDS = ['id', 'actor_id', 'action', 'resource_type', 'resource_id', 'timestamp', 'result', 'metadata', 'ip', 'user_agent', 'request_id'] as const;
 
 class StepFailure extends Error {

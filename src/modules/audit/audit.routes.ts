@@ -6,8 +6,8 @@ import { IdParams, Page, errorResponses } from '../../http/schemas.js';
 import { requireAuditor } from './audit.policy.js';
 import { AuditQuery, AuditRecord } from './audit.schemas.js';
 import type { AuditService } from './audit.service.js';
-import { registerEvidenceRoutes } from './integrity/evidence.routes.js';
-import type { EvidenceService } from './integrity/evidence.service.js';
+import { registerEvidenceRoutes } from './evidence/evidence.routes.js';
+import type { EvidenceService } from './evidence/evidence.service.js';
 
 const security = [{ bearer: [] }];
 

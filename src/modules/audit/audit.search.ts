@@ -15,7 +15,7 @@
 // - Enumerated values (action names, resource types, results, `none`) are case-insensitive;
 //   keys are not. A bare `created:DATE` is refused with the range that means that day.
 import { isIP } from 'node:net';
-import { AUDIT_ACTIONS, AUDIT_RESULTS, RESOURCE_TYPES } from './audit.vocabulary.js';
+import { AUDIT_ACTIONS, AUDIT_RESULTS, RESOURCE_TYPES } from '../../domain/audit-vocabulary.js';
 
 export const MAX_QUERY_CHARACTERS = 500;
 export const MAX_QUERY_TERMS = 20;

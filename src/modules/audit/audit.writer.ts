@@ -10,12 +10,13 @@
 // request's WAL). One statement instead of two: the hot write paths pay per statement.
 import type { Tx } from '../../db/database.js';
 import type { RequestContext } from '../../context.js';
-import type { OutboxEvent } from '../outbox/outbox.events.js';
+import type { OutboxEvent } from '../../domain/events.js';
+import type { AuditEntry, AuditWriter, Written } from '../../use-cases/ports.js';
 import { sendAuditBatch, sendAuditRecord, sendPersonalData } from './audit-writer.repository.js';
 import { newPersonalDataRef } from './audit.personal-data.js';
-import type { AuditAction, AuditResult, ResourceType } from './audit.vocabulary.js';
 
-export { AUDIT_ACTIONS, AUDIT_RESULTS, RESOURCE_TYPES, type AuditAction, type AuditResult, type ResourceType } from './audit.vocabulary.js';
+export type { AuditEntry, AuditWriter, Written } from '../../use-cases/ports.js';
+export { AUDIT_ACTIONS, AUDIT_RESULTS, RESOURCE_TYPES, type AuditAction, type AuditResult, type ResourceType } from '../../domain/audit-vocabulary.js';
 
 
 /**
@@ -31,39 +32,6 @@ export function personalRefOf(value: unknown): string | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const ref = (value as Record<string, unknown>)[PERSONAL_MARKER];
   return typeof ref === 'string' ? ref : undefined;
-}
-
-export interface AuditEntry {
-  action: AuditAction;
-  resourceType: ResourceType;
-  resourceId: number | null;
-  result?: AuditResult;
-  /** camelCase keys. Never a password, token or secret. */
-  metadata?: Record<string, unknown>;
-  /** Defaults to the request's actor; null for an unknown login email or the CLI. */
-  actorId?: number | null;
-  /** Whose personal data the metadata names (for erasure); defaults to the resource when it is a user. */
-  subjectUserId?: number | null;
-}
-
-/** What one run of a batch writes last: its record, if any, and its events. */
-export interface Written {
-  ctx: RequestContext;
-  entry: AuditEntry | undefined;
-  events: OutboxEvent[];
-}
-
-export interface AuditWriter {
-  /**
-   * Sends the record of a change in the change's transaction, with the transaction's outbox row:
-   * `events` (the change's), then the record's own /admin event.
-   */
-  record(tx: Tx, ctx: RequestContext, entry: AuditEntry, events?: OutboxEvent[]): void;
-  /**
-   * The same for a batch of runs in one transaction (use-cases/batch.ts), in one statement: every
-   * record, and one outbox row with each run's events followed by its record's event, run by run.
-   */
-  recordBatch(tx: Tx, written: readonly Written[]): void;
 }
 
 const MAX_IP = 64;

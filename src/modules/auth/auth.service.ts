@@ -9,7 +9,7 @@ import { accountDeactivated, rateLimited, unauthenticated, wrongCurrentPassword,
 import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
 import type { AuditEntry } from '../audit/audit.writer.js';
 import { sessionRevoked, userSessionsRevoked } from '../outbox/outbox.control-events.js';
-import { liveActor } from '../sessions/sessions.verdict.js';
+import { liveActor } from '../../domain/session-verdict.js';
 import * as sessions from '../sessions/sessions.repository.js';
 import { findUserByEmail, findUserById, lockUserForEdit, lockUserForLogin, updateUser, type UserRow } from '../users/users.repository.js';
 import { decoyHash, hashPassword, verifyPassword } from './auth.passwords.js';

@@ -4,18 +4,9 @@
 // the relay (realtime/relay.ts) reads committed rows in commit order (db/commit-order.ts) and
 // numbers their items as it reads, keeping one outbox_batches row per batch; replay reads the
 // events back through those rows (the statements: outbox.repository.ts).
-export interface OutboxEvent {
-  /** Socket.IO event name, e.g. `task-updated`. */
-  name: string;
-  /** Target room: `user:<id>`, `project:<id>`, `general` or `admin`. */
-  room: string;
-  payload: Record<string, unknown>;
-}
+import type { OutboxEvent } from '../../domain/events.js';
 
-/** An event with its event_id. */
-export interface NumberedEvent extends OutboxEvent {
-  event_id: number;
-}
+export type { NumberedEvent, OutboxEvent } from '../../domain/events.js';
 
 /**
  * The /admin event of an audit record (docs/api.md 5.7). It is written naming its record (`{id}`)

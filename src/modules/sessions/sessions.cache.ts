@@ -6,7 +6,7 @@
 // the cache serves only while that notice channel is up: a notice lost while it was down would
 // leave a revoked session cached. Writes, socket handshakes and refresh read the database anyway.
 import type { Database } from '../../db/database.js';
-import type { SessionRow } from './sessions.verdict.js';
+import type { SessionRow } from '../../domain/session-verdict.js';
 
 /** The channel of migrations/0015's triggers; payloads `s:<session id>`, `u:<user id>`, or `*` (everything). */
 export const SESSION_CHANNEL = 'teamlog_sessions';

@@ -2,7 +2,7 @@
 // revoke them and the caller's lock that every use case starts with.
 import type { Queryable } from '../../db/database.js';
 import { query, statements } from '../../db/statements.js';
-import type { SessionRow } from './sessions.verdict.js';
+import type { SessionRow } from '../../domain/session-verdict.js';
 
 // The caller's facts, locked (see lockActor below): user rows first, then the session row; the
 // lateral join fixes that order. $1: the user ids to lock, the caller's among them (in id
@@ -75,7 +75,9 @@ export const lookupSession = async (q: Queryable, sessionId: number): Promise<Lo
   (await query<LookedUpSession>(q, S.lookup, [sessionId]))[0];
 
 /** How a use case locks its caller's rows (and the users it changes): see the statements above. */
-export type CallerLock = 'key share' | 'revoking own session' | { changingUsers: readonly number[] };
+import type { CallerLock } from '../../use-cases/ports.js';
+
+export type { CallerLock } from '../../use-cases/ports.js';
 
 /** Locks the caller's user and session rows (and any users changed); answers the caller's row. */
 export async function lockActor(q: Queryable, userId: number, sessionId: number, mode: CallerLock = 'key share'): Promise<SessionRow | undefined> {

@@ -1,4 +1,4 @@
-// A worker thread of the audit scans (scan-pool.ts): runs the API's verifications and exports,
+// A worker thread of the audit scans (scan.pool.ts): runs the API's verifications and exports,
 // one at a time, at the lowest CPU priority. On Linux a thread is scheduled on its own and has a
 // nice value of its own: setpriority(PRIO_PROCESS, 0, …), which os.setPriority(0, …) calls, sets
 // the calling thread's (the main thread and the rest of the process keep theirs; checked with
@@ -8,12 +8,12 @@ import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Queryable } from '../../../db/database.js';
 import { createPostgresDatabase } from '../../../db/postgres.js';
-import { fullCollection } from '../../../ops/full-collection.js';
+import { fullCollection } from '../../../process/full-collection.js';
 import { errorFromWire, errorToWire, remoteQueryable } from '../../../db/thread-queries.js';
-import { exportAuditLog } from './export.js';
-import type { ExportJob, FromWorker, ScanWorkerData, ToWorker, VerifyJob } from './scan-pool.js';
-import { parseVerifierKey } from './signed-note.js';
-import { verifyDatabase } from './verifier.js';
+import { exportAuditLog } from './export.stream.js';
+import type { ExportJob, FromWorker, ScanWorkerData, ToWorker, VerifyJob } from './scan.pool.js';
+import { parseVerifierKey } from '../../../tlog/signed-note.js';
+import { verifyDatabase } from './log.verifier.js';
 
 /** The lowest priority: the scan runs on the CPU time that nothing else wants. */
 const SCAN_NICE = 19;
@@ -101,7 +101,7 @@ async function verify(o: VerifyJob): Promise<void> {
 
 /**
  * What a scan left in this thread's heap goes at once, as on the main thread after its scans
- * (ops/full-collection.ts): this thread's own collector, spaced the same way.
+ * (process/full-collection.ts): this thread's own collector, spaced the same way.
  */
 function afterJob(): void {
   running--;
@@ -110,7 +110,7 @@ function afterJob(): void {
 
 /**
  * A chunk of the export as bytes this thread gives away (moved to the main thread, not copied):
- * export.ts yields its text as strings and as the Buffers of output-buffer.ts, each on an
+ * export.stream.ts yields its text as strings and as the Buffers of export.buffer.ts, each on an
  * ArrayBuffer of its own that is never written again once handed out. Anything else is copied
  * first (a Buffer from Node's shared pool must never be moved).
  */

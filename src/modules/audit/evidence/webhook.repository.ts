@@ -67,7 +67,7 @@ const S = statements('webhook', {
    WHERE c.receiver = $1`,
 });
 
-/** Whose cursor, and who moves it: a receiver (receiverOf in webhook.ts) and this instance's name as a lease holder. */
+/** Whose cursor, and who moves it: a receiver (receiverOf in webhook.sender.ts) and this instance's name as a lease holder. */
 export interface Deliverer {
   receiver: string;
   holder: string;

@@ -1,13 +1,13 @@
 // Who signs the log's checkpoints, under which name: the origin (AUDIT_LOG_ORIGIN, or
 // generated once and kept in the database, so every instance and the CLI agree on it) and
-// the signing key (signing-key.ts), whose public half is registered in audit_signing_keys.
+// the signing key (signing-key.loader.ts), whose public half is registered in audit_signing_keys.
 import { randomBytes } from 'node:crypto';
 import { ConfigError } from '../../../config.js';
 import type { Queryable } from '../../../db/database.js';
-import { checkCheckpoint } from './checkpoint-check.js';
+import { checkCheckpoint } from '../../../tlog/checkpoint-check.js';
 import { keyById, latestCheckpoint, registerKey, setOrigin, storedOrigin } from './evidence.repository.js';
-import { formatVerifierKey, noteSigner, noteVerifier, parseVerifierKey, type NoteSigner, type NoteVerifier } from './signed-note.js';
-import type { SigningKey } from './signing-key.js';
+import { formatVerifierKey, noteSigner, noteVerifier, parseVerifierKey, type NoteSigner, type NoteVerifier } from '../../../tlog/signed-note.js';
+import type { SigningKey } from './signing-key.loader.js';
 
 export interface LogIdentity {
   origin: string;

@@ -4,7 +4,7 @@
 // records took other users' GET /tasks from a p50 of 5.7 ms to 112 ms; docs/audit-integrity.md,
 // §5, "Where the API's scans run").
 //
-// A worker runs the same code as the CLI (verifier.ts, export.ts) over a Queryable of its own:
+// A worker runs the same code as the CLI (log.verifier.ts, export.stream.ts) over a Queryable of its own:
 // on PostgreSQL, connections the worker opens itself (Database.threadAccess), so that reading,
 // parsing and hashing the log all happen off the main thread; on PGlite, whose one connection
 // lives in the main thread, a Queryable that posts each statement here (db/thread-queries.ts),
@@ -21,11 +21,11 @@ import type { Worker } from 'node:worker_threads';
 import type { Database } from '../../../db/database.js';
 import { createQueryServer, errorFromWire, errorToWire, type QueryAnswer, type QueryRequest, type QueryServer, type WireError } from '../../../db/thread-queries.js';
 import { DomainError, type DomainErrorDetails, type ErrorKind } from '../../../domain/errors.js';
-import { moduleWorker } from '../../../module-worker.js';
-import { youngCollection } from '../../../ops/full-collection.js';
+import { moduleWorker } from '../../../process/module-worker.js';
+import { youngCollection } from '../../../process/full-collection.js';
 import type { AuditFilters } from '../audit.repository.js';
-import type { ExportFormat } from './export.js';
-import type { ReadPlan, VerifyReport } from './verifier.js';
+import type { ExportFormat } from './export.stream.js';
+import type { ReadPlan, VerifyReport } from './log.verifier.js';
 
 /** What a worker needs to verify the log: plain data (it crosses threads). */
 export interface VerifyJob {
@@ -39,7 +39,7 @@ export interface VerifyJob {
   reads?: ReadPlan;
 }
 
-/** What a worker needs to export the log (export.ts, ExportOptions), but the entitlement check, which stays here. */
+/** What a worker needs to export the log (export.stream.ts, ExportOptions), but the entitlement check, which stays here. */
 export interface ExportJob {
   filters: AuditFilters;
   format: ExportFormat;
@@ -76,9 +76,9 @@ export type FromWorker =
   | { type: 'entitled?'; eid: number }
   | { type: 'warning'; error: WireError };
 
-/** Export chunks (64 KB each: output-buffer.ts) a worker may have sent that the stream's consumer has not taken yet. */
+/** Export chunks (64 KB each: export.buffer.ts) a worker may have sent that the stream's consumer has not taken yet. */
 const EXPORT_WINDOW = 8;
-/** Output bytes between two young-generation collections on this thread (ops/full-collection.ts, youngCollection, says why). */
+/** Output bytes between two young-generation collections on this thread (process/full-collection.ts, youngCollection, says why). */
 const YOUNG_COLLECTION_BYTES = 4 * 1024 * 1024;
 /**
  * The worker's young generation, MB (V8's default is 16 MB a semi-space, as on the main thread):

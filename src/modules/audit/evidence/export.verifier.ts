@@ -1,7 +1,7 @@
 // Verifies an NDJSON export with no database, as an outside auditor would: the checkpoint's
 // signature under a public key the auditor holds, then every record line against it (its
 // leaf recomputed from the sealed form, its inclusion proof to the checkpoint's root, its API
-// form consistent with its sealed form). The line checks (verify-range.ts) run over byte ranges
+// form consistent with its sealed form). The line checks (export-range.verifier.ts) run over byte ranges
 // of the file cut at line boundaries, a worker thread each, so that a large export uses every
 // core; a small one is one range, verified on this thread. The ranges' reports are joined here in
 // file order, with the checks that need the lines before a range: the result is the one a
@@ -9,10 +9,10 @@
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
-import { moduleWorker } from '../../../module-worker.js';
-import { checkCheckpoint } from './checkpoint-check.js';
-import type { NoteVerifier } from './signed-note.js';
-import { isObject, verifyRange, type ByteRange, type RangeReport, type RangeTask, type RangeWorkerMessage } from './verify-range.js';
+import { moduleWorker } from '../../../process/module-worker.js';
+import { checkCheckpoint } from '../../../tlog/checkpoint-check.js';
+import type { NoteVerifier } from '../../../tlog/signed-note.js';
+import { isObject, verifyRange, type ByteRange, type RangeReport, type RangeTask, type RangeWorkerMessage } from './export-range.verifier.js';
 
 export interface ExportVerifyReport {
   ok: boolean;
@@ -159,7 +159,7 @@ async function verifyInWorkers(task: Omit<RangeTask, 'range'>, ranges: ByteRange
   const progress = ranges.map(() => 0);
   try {
     return await Promise.all(ranges.map((range, i) => new Promise<RangeReport | undefined>((resolve, reject) => {
-      const worker = moduleWorker('verify-range.worker', import.meta.url, { workerData: { ...task, range } satisfies RangeTask });
+      const worker = moduleWorker('export-range.worker', import.meta.url, { workerData: { ...task, range } satisfies RangeTask });
       workers.push(worker);
       leaveOut.push(() => {
         resolve(undefined);

@@ -5,9 +5,9 @@
 // verification recomputes every tile from the records.
 import type { Queryable } from '../../../db/database.js';
 import { leavesBetween, storedTiles } from './evidence.repository.js';
-import type { NodeKey, NodeSource } from './merkle.js';
-import { asHash } from './merkle.js';
-import { HASH_BYTES, RightEdge, TILE_WIDTH, rightEdgeWidths, tileKey, tileNodeSource, tilesForNodes, type TileCoord } from './tiles.js';
+import type { NodeKey, NodeSource } from '../../../tlog/merkle.js';
+import { asHash } from '../../../tlog/merkle.js';
+import { HASH_BYTES, RightEdge, TILE_WIDTH, rightEdgeWidths, tileKey, tileNodeSource, tilesForNodes, type TileCoord } from '../../../tlog/tiles.js';
 
 /**
  * The tiles asked for, each holding at least its width's hashes, keyed tileKey(level, index);

@@ -22,7 +22,7 @@
 // checkpoint ids.
 //
 // One instance delivers at a time (docs/api.md 5.6). It runs as a background loop like the sealer
-// (ops/background-loop.ts), but not under the loop's transaction-level advisory lock: here the
+// (background/background-loop.ts), but not under the loop's transaction-level advisory lock: here the
 // transaction must end before the POST (on PGlite a transaction holds the service's one
 // connection, so a slow receiver would stall every request), and the lock of a transaction ends
 // with it. So a lease does what the lock cannot: a row (holder, lease_until ≤ 5 s ahead) taken in a short transaction under
@@ -43,10 +43,10 @@ import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../../../db/database.js';
 import { resolvePersonalData } from '../audit.service.js';
-import { BackgroundLoop, type RoundOutcome } from '../../../ops/background-loop.js';
+import { BackgroundLoop, type RoundOutcome } from '../../../background/background-loop.js';
 import { sealedRowsFrom, type CheckpointRow } from './evidence.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
-import { sealedForm } from './sealed-form.js';
+import { sealedForm } from './record.sealed-form.js';
 import {
   advanceCursor, claimLease, ensureWebhookCursor, nextCheckpoint, releaseLease, renewLease, tryWebhookLock, webhookState, type Deliverer, type WebhookCursor,
 } from './webhook.repository.js';

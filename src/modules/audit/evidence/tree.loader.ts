@@ -6,12 +6,12 @@
 // compared with the seal's. Anything that does not hold stops the sealer and the checkpointer
 // (TreeUnverifiable), so that a tampered tree is never extended and never signed over.
 import type { Queryable } from '../../../db/database.js';
-import { checkCheckpoint } from './checkpoint-check.js';
+import { checkCheckpoint } from '../../../tlog/checkpoint-check.js';
 import { latestCheckpoint, sealedRowsFrom } from './evidence.repository.js';
-import type { LogIdentity } from './log-identity.js';
-import { sealingLeaf } from './sealed-form.js';
-import { MissingTile, storedEdge } from './tile-store.js';
-import { RightEdge } from './tiles.js';
+import type { LogIdentity } from './log.identity.js';
+import { sealingLeaf } from './record.sealed-form.js';
+import { MissingTile, storedEdge } from './tile.store.js';
+import { RightEdge } from '../../../tlog/tiles.js';
 
 /** Why the stored evidence cannot be built on, and the first record it concerns, if one. */
 export class TreeUnverifiable extends Error {

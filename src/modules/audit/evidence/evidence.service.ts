@@ -9,26 +9,26 @@
 import { Readable } from 'node:stream';
 import type { Database } from '../../../db/database.js';
 import type { Actor } from '../../../context.js';
-import { liveActor } from '../../sessions/sessions.verdict.js';
+import { liveActor } from '../../../domain/session-verdict.js';
 import { lookupSession } from '../../sessions/sessions.repository.js';
 import { requireAuditor } from '../audit.policy.js';
 import { findAuditRecord, type AuditFilters } from '../audit.repository.js';
 import { conflict, invalid, notFound } from '../../../domain/errors.js';
-import { checkCheckpoint } from './checkpoint-check.js';
+import { checkCheckpoint } from '../../../tlog/checkpoint-check.js';
 import { presentCheckpoint } from './evidence.presenter.js';
 import { latestCheckpoint, sealedRowsFrom, sealedSize, sealOf, signingKeys, type CheckpointRow } from './evidence.repository.js';
-import { exportAuditLog, type ExportFormat } from './export.js';
-import { establishIdentity, type LogIdentity } from './log-identity.js';
-import { createScanPool, type ScanPool } from './scan-pool.js';
+import { exportAuditLog, type ExportFormat } from './export.stream.js';
+import { establishIdentity, type LogIdentity } from './log.identity.js';
+import { createScanPool, type ScanPool } from './scan.pool.js';
 import {
   consistencyProof, consistencyProofNodes, inclusionProof, inclusionProofNodes, rootHash, rootNodes, verifyConsistency, verifyInclusion, type Hash, type NodeKey,
-} from './merkle.js';
-import { sealedEntry, sealedForm, sealingLeaf } from './sealed-form.js';
-import { noteVerifier } from './signed-note.js';
-import type { SigningKey } from './signing-key.js';
-import { readTile, storedNodes } from './tile-store.js';
-import { encodeEntryBundle, TILE_WIDTH, tileWidthAt } from './tiles.js';
-import { verifyDatabase, type VerifyReport } from './verifier.js';
+} from '../../../tlog/merkle.js';
+import { sealedEntry, sealedForm, sealingLeaf } from './record.sealed-form.js';
+import { noteVerifier } from '../../../tlog/signed-note.js';
+import type { SigningKey } from './signing-key.loader.js';
+import { readTile, storedNodes } from './tile.store.js';
+import { encodeEntryBundle, TILE_WIDTH, tileWidthAt } from '../../../tlog/tiles.js';
+import { verifyDatabase, type VerifyReport } from './log.verifier.js';
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
 
@@ -52,7 +52,7 @@ export interface EvidenceOptions {
   sealStallMs?: number;
   /**
    * Verifications and exports run in worker threads at a low CPU priority, at most this many
-   * kept (scan-pool.ts): the API's (MAX_CONCURRENT_AUDIT_SCANS). None: on the calling thread (the CLI).
+   * kept (scan.pool.ts): the API's (MAX_CONCURRENT_AUDIT_SCANS). None: on the calling thread (the CLI).
    */
   scanThreads?: number;
   /** Told of a worker thread's database connection failing (the scan itself fails with its error). */
@@ -61,7 +61,7 @@ export interface EvidenceOptions {
 
 /**
  * Where a verification or an export runs. `lowPriority` (the API's): in a worker thread at the
- * lowest CPU priority, so that the requests of other users do not wait for it (scan-pool.ts);
+ * lowest CPU priority, so that the requests of other users do not wait for it (scan.pool.ts);
  * else on the calling thread (the CLI, which serves nobody else).
  */
 export interface ScanOptions {

@@ -70,7 +70,7 @@ export const fullCollection = createCollector(gc);
 
 /**
  * A young-generation collection (a scavenge, under a millisecond), run by the main thread every
- * few MB of an export's output arriving from its worker thread (audit/integrity/scan-pool.ts).
+ * few MB of an export's output arriving from its worker thread (audit/evidence/scan.pool.ts).
  * The output arrives as 64 KB ArrayBuffers moved from the worker, which die once written to the
  * socket; V8 counts them as memory outside its heap, against a limit it sets just above the heap
  * when the thread allocates little (as this one does while a worker exports: a growing factor of

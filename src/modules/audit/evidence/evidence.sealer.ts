@@ -1,22 +1,22 @@
 // Seals committed audit records into the RFC 6962 tree, in commit order (db/commit-order.ts),
 // and signs the tree's head as a checkpoint at least every AUDIT_CHECKPOINT_INTERVAL_MS while
 // sealed records are not covered by one (docs/audit-integrity.md §3–4). Two background loops
-// (ops/background-loop.ts) under one advisory lock, so that one instance seals and signs at a
+// (background/background-loop.ts) under one advisory lock, so that one instance seals and signs at a
 // time and another carries on at once when it dies: the sealer, woken by audited commits, and
 // the checkpointer, woken by seals and by the interval. Both build on a VerifiedTree, never on
 // the stored tree taken on trust. The service's own transactions never touch the seal.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database, Tx } from '../../../db/database.js';
-import { BackgroundLoop, exclusiveRound, type RoundOutcome } from '../../../ops/background-loop.js';
-import { checkCheckpoint, noteHash } from './checkpoint-check.js';
+import { BackgroundLoop, exclusiveRound, type RoundOutcome } from '../../../background/background-loop.js';
+import { checkCheckpoint, noteHash } from '../../../tlog/checkpoint-check.js';
 import { committedRecords, insertCheckpoint, insertSealBatch, insertTiles, lastSealBatch, latestCheckpoint, type CheckpointRow } from './evidence.repository.js';
-import type { LogIdentity } from './log-identity.js';
-import type { Hash } from './merkle.js';
-import { sealingLeaf } from './sealed-form.js';
-import { formatCheckpoint, signNote, signText } from './signed-note.js';
-import { storedEdge } from './tile-store.js';
-import type { RightEdge } from './tiles.js';
-import { copyEdge, TreeUnverifiable, VerifiedTree } from './verified-tree.js';
+import type { LogIdentity } from './log.identity.js';
+import type { Hash } from '../../../tlog/merkle.js';
+import { sealingLeaf } from './record.sealed-form.js';
+import { formatCheckpoint, signNote, signText } from '../../../tlog/signed-note.js';
+import { storedEdge } from './tile.store.js';
+import type { RightEdge } from '../../../tlog/tiles.js';
+import { copyEdge, TreeUnverifiable, VerifiedTree } from './tree.loader.js';
 
 const SEAL_LOCK = 7_245_020;
 /** Records sealed per transaction: short enough not to hold PGlite's one connection for long. */

@@ -2,7 +2,7 @@
 // writes many small pieces (the NDJSON export: ~20 per line, a million lines). Building a
 // string per line and joining them cost 8 µs a line in cons-string flattening, and the
 // stream encoded the result to UTF-8 once more; writing the pieces in place costs ~2.5 µs.
-import { integerText } from './integer-text.js';
+import { integerText } from '../../../tlog/integer-text.js';
 
 /**
  * Under glibc's mmap threshold (128 KB, as the README sets it): a 256 KB buffer was a fresh

@@ -1,10 +1,10 @@
-// The statements of the audit log's export (audit/integrity/export.ts): the records, sealed or
+// The statements of the audit log's export (audit/evidence/export.stream.ts): the records, sealed or
 // not, that match the filters, a block at a time. Each combination of filters is its own
 // statement (db/conditions.ts).
 import type { Queryable } from '../../../db/database.js';
 import { where } from '../../../db/conditions.js';
 import { auditFilterConditions, type AuditFilters, type AuditRow } from '../audit.repository.js';
-import { SEALED_FORM_JSON } from './sealed-form.js';
+import { SEALED_FORM_JSON } from './record.sealed-form.js';
 
 const RECORD_COLUMNS = 'a.id, a.actor_id, a.action, a.resource_type, a.resource_id, a."timestamp", a.result, a.metadata, a.ip, a.user_agent, a.request_id';
 

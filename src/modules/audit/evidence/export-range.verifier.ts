@@ -1,15 +1,15 @@
-// The line checks of an export's offline verification (verify-export.ts) over one byte range of
+// The line checks of an export's offline verification (export.verifier.ts) over one byte range of
 // the file: each line's JSON, each record's API form against its sealed form, its leaf, its
 // inclusion proof to the checkpoint's root, and the order of seqs inside the range. Whatever
 // needs the lines before the range (the seq before its first one, whether records without a
 // proof or the checkpoint line came earlier) is left to the caller, who joins the ranges in file
 // order, from what the report says of the range's first lines. The same function verifies a
 // small file whole on the caller's thread and each range of a large one in a worker thread
-// (verify-range.worker.ts).
+// (export-range.worker.ts).
 import { createReadStream } from 'node:fs';
-import { canonicalize } from './jcs.js';
-import { InclusionChecker } from './merkle.js';
-import { SEALED_FIELDS as FIELDS, recordLeaf, type SealedRecord } from './sealed-form.js';
+import { canonicalize } from '../../../tlog/jcs.js';
+import { InclusionChecker } from '../../../tlog/merkle.js';
+import { SEALED_FIELDS as FIELDS, recordLeaf, type SealedRecord } from './record.sealed-form.js';
 
 /** Bytes [start, end) of a file; no end: to the end of the file. Cut at line boundaries. */
 export interface ByteRange {

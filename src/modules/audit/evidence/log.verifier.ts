@@ -4,20 +4,20 @@
 // outside any transaction, so that on PGlite (one connection) the service answers between them.
 // The first problem found ends the run and names the first bad record, or the first bad tile.
 import type { Queryable } from '../../../db/database.js';
-import { checkCheckpoint } from './checkpoint-check.js';
+import { checkCheckpoint } from '../../../tlog/checkpoint-check.js';
 import { nextPair } from '../../../db/commit-order.js';
 import {
   badPartialTile, checkpointsAfter, firstUnsealedTaken, fullTilesFrom, lastSealBatch, latestCheckpoint, maxRecordId, sealedCanonicalFrom, signingKeys, tileBeyond,
   type CheckpointRow, type Consumed, type SealBatchRow, type SealedCanonicalRow, type TileRow,
 } from './evidence.repository.js';
-import { asHash, type Hash } from './merkle.js';
-import { DEFAULT_SEAL_STALL_MS, sealingStatus } from './sealing-status.js';
-import { RightEdge, rightEdgeWidths, tilePath } from './tiles.js';
+import { asHash, type Hash } from '../../../tlog/merkle.js';
+import { DEFAULT_SEAL_STALL_MS, sealingStatus } from './sealing-status.service.js';
+import { RightEdge, rightEdgeWidths, tilePath } from '../../../tlog/tiles.js';
 import { personalRefOf, PERSONAL_MARKER } from '../audit.writer.js';
 import { personalDataMatches } from '../audit.personal-data.js';
 import { storedPersonalData, type PersonalDataRow } from '../personal-data.repository.js';
-import { canonicalLeaf } from './sealed-form.js';
-import { parseVerifierKey, type NoteVerifier } from './signed-note.js';
+import { canonicalLeaf } from './record.sealed-form.js';
+import { parseVerifierKey, type NoteVerifier } from '../../../tlog/signed-note.js';
 
 export interface VerifyReport {
   ok: boolean;
@@ -51,7 +51,7 @@ export interface VerifyOptions {
   personalDataKeys?: Buffer[];
   /** How the seal is read (tests read in tiny chunks); DEFAULT_READS otherwise. */
   reads?: ReadPlan;
-  /** Records waiting this long for their seal, with none made meanwhile, fail verification (sealing-status.ts). */
+  /** Records waiting this long for their seal, with none made meanwhile, fail verification (sealing-status.service.ts). */
   sealStallMs?: number;
   onProgress?: (checked: number, total: number) => void;
 }

@@ -1,4 +1,4 @@
-// The statements of sealing-status.ts: how long records have waited for their seal, and what
+// The statements of sealing-status.service.ts: how long records have waited for their seal, and what
 // sealing and signing have yet to do, on the database's clock.
 import { LOWER_BOUND_SQL, lowerBoundParams, type Pair } from '../../../db/commit-order.js';
 import type { Queryable } from '../../../db/database.js';

@@ -4,19 +4,19 @@
 // sealer's advisory lock and the webhook's lease make one instance do each at a time
 // (AUDIT_SEALING=off leaves an instance out of all of them).
 import type { FastifyInstance } from 'fastify';
-import { ConfigError } from '../../../config.js';
-import type { Deps } from '../../../deps.js';
-import { auditWebhookMetrics } from '../../../ops/metrics.js';
-import type { EvidenceService } from './evidence.service.js';
-import { createSealing } from './sealer.js';
-import { createAuditWebhook, receiverOf, type AuditWebhook } from './webhook.js';
-import { webhookLag } from './webhook.repository.js';
+import { ConfigError } from '../config.js';
+import type { Deps } from '../deps.js';
+import { auditWebhookMetrics } from './metrics.js';
+import type { EvidenceService } from '../modules/audit/evidence/evidence.service.js';
+import { createSealing } from '../modules/audit/evidence/evidence.sealer.js';
+import { createAuditWebhook, receiverOf, type AuditWebhook } from '../modules/audit/evidence/webhook.sender.js';
+import { webhookLag } from '../modules/audit/evidence/webhook.repository.js';
 
 export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: EvidenceService, onSealed?: () => void): void {
-  // The scans' worker threads (scan-pool.ts) end before the database closes.
+  // The scans' worker threads (scan.pool.ts) end before the database closes.
   app.addHook('onClose', async () => evidence.closeScans());
   // The log's identity is settled at start on every instance, so that one holding a key the log
-  // does not trust (log-identity.ts) refuses to start instead of answering verifications wrongly.
+  // does not trust (log.identity.ts) refuses to start instead of answering verifications wrongly.
   if (!deps.config.auditSealing) {
     app.addHook('onReady', async () => void (await evidence.logIdentity()));
     return;

@@ -1,10 +1,10 @@
 // What a leaf commits to (docs/audit-integrity.md §1): the record in its API shape, with each
 // personal value as the {"$personal": ref} the row stores, canonicalized by RFC 8785.
 import type { AuditRow } from '../audit.repository.js';
-import { canonicalize, canonicalKeyOrder, fieldsCanonicalizer } from './jcs.js';
-import { leafHash, type Hash } from './merkle.js';
+import { canonicalize, canonicalKeyOrder, fieldsCanonicalizer } from '../../../tlog/jcs.js';
+import { leafHash, type Hash } from '../../../tlog/merkle.js';
 
-/** The sealed form's fields, in the API's order (export.ts builds the same form in SQL). */
+/** The sealed form's fields, in the API's order (export.stream.ts builds the same form in SQL). */
 export const SEALED_FIELDS = ['id', 'actor_id', 'action', 'resource_type', 'resource_id', 'timestamp', 'result', 'metadata', 'ip', 'user_agent', 'request_id'] as const;
 
 export type SealedField = (typeof SEALED_FIELDS)[number];

@@ -12,7 +12,7 @@ import { SCAN_RETRY_AFTER_SECONDS, type ScanSlots } from '../../../http/scan-slo
 import type { AuditService } from '../audit.service.js';
 import { CheckpointJson, ConsistencyProof, ConsistencyQuery, ExportQuery, InclusionProof, ProofQuery, PublicKey, TilePathParams, VerifyReport } from './evidence.schemas.js';
 import type { EvidenceService } from './evidence.service.js';
-import { parseTilePath } from './tiles.js';
+import { parseTilePath } from '../../../tlog/tiles.js';
 import { invalid } from '../../../domain/errors.js';
 
 const security = [{ bearer: [] }];

@@ -6,8 +6,8 @@ import { committedReader, type LowerBound, type PositionColumns, type SnapshotTe
 import type { Queryable, Tx } from '../../../db/database.js';
 import { query, send, statements } from '../../../db/statements.js';
 import type { AuditRow } from '../audit.repository.js';
-import type { Hash } from './merkle.js';
-import { CANONICAL_HEAD_SQL, CANONICAL_METADATA_SQL, CANONICAL_TAIL_SQL, EXACT_SQL } from './sealed-form.js';
+import type { Hash } from '../../../tlog/merkle.js';
+import { CANONICAL_HEAD_SQL, CANONICAL_METADATA_SQL, CANONICAL_TAIL_SQL, EXACT_SQL } from './record.sealed-form.js';
 
 const RECORD_COLUMNS = 'a.id, a.actor_id, a.action, a.resource_type, a.resource_id, a."timestamp", a.result, a.metadata, a.ip, a.user_agent, a.request_id';
 const CHECKPOINT_COLUMNS = 'id, tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at';
@@ -105,7 +105,7 @@ const S = statements('evidence', {
    VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, decode($5, 'hex'), $6, $7)`,
   sealedFrom: { text: sealedFrom(`${RECORD_COLUMNS}, a.id IS NOT NULL AS present`), prepare: true },
   // The same for the verifier, each record as its sealed form's canonical text in three parts
-  // (sealed-form.ts; null when the record is gone).
+  // (record.sealed-form.ts; null when the record is gone).
   sealedCanonicalFrom: { text: sealedFrom(`${CANONICAL_HEAD_SQL} AS head, ${CANONICAL_METADATA_SQL} AS metadata, ${CANONICAL_TAIL_SQL} AS tail, ${EXACT_SQL} AS exact`), prepare: true },
   // The first record of an id range that the sealer has taken, by its position, and that the
   // seal does not hold. Taken: visible in its last snapshot ($3; for the previous release's seal,
@@ -184,7 +184,7 @@ export function insertCheckpoint(
   send(tx, S.insertCheckpoint, [c.treeSize, c.rootHash.toString('hex'), c.prevHash?.toString('hex') ?? null, c.keyId, c.signature.toString('hex'), c.note, c.createdAt]);
 }
 
-/** A sealed record with its record's sealed form as canonical text in three parts (sealed-form.ts); all null where the record row is gone. */
+/** A sealed record with its record's sealed form as canonical text in three parts (record.sealed-form.ts); all null where the record row is gone. */
 export type SealedCanonicalRow = { seq: number; record_id: number; leaf_hash: Uint8Array } & (
   | { head: string; metadata: string; tail: string; exact: boolean }
   | { head: null; metadata: null; tail: null; exact: null }

@@ -7,7 +7,7 @@
 // the checkpoint does not cover yet (sealed since, then not sealed yet), in commit order, with
 // `seq: null` and no proof; and last
 // `{type: "checkpoint", …the checkpoint, export: {filters, records, …}}`. An outside auditor
-// checks it with the public key alone (verify-export.ts). CSV: the same records, one row each,
+// checks it with the public key alone (export.verifier.ts). CSV: the same records, one row each,
 // for people and spreadsheets, with cells that a spreadsheet would run as a formula defused.
 import type { Queryable } from '../../../db/database.js';
 import { auditFilterConditions, type AuditFilters, type AuditRow } from '../audit.repository.js';
@@ -16,12 +16,12 @@ import { PERSONAL_MARKER } from '../audit.writer.js';
 import { committedRecords, lastSealBatch, latestCheckpoint } from './evidence.repository.js';
 import { matchingRecords, sealedChunk, type SealedExportRow, type SealedLineRow } from './export.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
-import { inclusionProof, inclusionProofNodes, nodeHashBase64, verifyInclusion, type Hash, type NodeKey, type NodeSource } from './merkle.js';
-import { integerText } from './integer-text.js';
-import { OutputBuffer, utf8Bound } from './output-buffer.js';
-import { sealedForm } from './sealed-form.js';
-import { readTiles, storedNodes } from './tile-store.js';
-import { TILE_WIDTH, tileKey } from './tiles.js';
+import { inclusionProof, inclusionProofNodes, nodeHashBase64, verifyInclusion, type Hash, type NodeKey, type NodeSource } from '../../../tlog/merkle.js';
+import { integerText } from '../../../tlog/integer-text.js';
+import { OutputBuffer, utf8Bound } from './export.buffer.js';
+import { sealedForm } from './record.sealed-form.js';
+import { readTiles, storedNodes } from './tile.store.js';
+import { TILE_WIDTH, tileKey } from '../../../tlog/tiles.js';
 
 export type ExportFormat = 'ndjson' | 'csv';
 
@@ -285,7 +285,7 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
       sealedCount += rows.length;
       const records = await apiForms(db, rows);
       // Each line is {type, record, sealed, seq, leaf_hash, audit_path}, written in pieces
-      // (output-buffer.ts says why).
+      // (export.buffer.ts says why).
       const proofs = blockProofs(current, from, to);
       const full: Buffer[] = [];
       for (let i = 0; i < rows.length; i++) {

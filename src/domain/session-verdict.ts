@@ -1,7 +1,7 @@
 // Whether a session still entitles its caller, decided the same way for every request
 // (authentication) and again inside every use case's transaction (use-cases/runner.ts).
-import type { Actor, UserRole } from '../../context.js';
-import { accountDeactivated, unauthenticated } from '../../domain/errors.js';
+import type { Actor, UserRole } from '../context.js';
+import { accountDeactivated, unauthenticated } from './errors.js';
 
 /** A session with its user, as sessions.repository reads it. */
 export interface SessionRow {

@@ -5,7 +5,7 @@ import type { KeyObject } from 'node:crypto';
 import path from 'node:path';
 import { ConfigError, type Config } from '../../../config.js';
 import { readOrCreateSecretFile } from '../../../secrets.js';
-import { ed25519PublicKeyRaw, generateEd25519PrivateKeyPem, loadEd25519PrivateKey, publicKeyPem } from './signed-note.js';
+import { ed25519PublicKeyRaw, generateEd25519PrivateKeyPem, loadEd25519PrivateKey, publicKeyPem } from '../../../tlog/signed-note.js';
 
 export const SIGNING_KEY_FILE = 'audit-signing-key.pem';
 
