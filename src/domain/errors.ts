@@ -73,6 +73,3 @@ export const rateLimited = (retryAfterSeconds: number, detail = 'Too many attemp
 export const preconditionFailed = () =>
   new DomainError('precondition', 'PRECONDITION_FAILED', 'If-Match does not match the current version of the resource');
 
-/** A race the transaction lost: it rolled back whole, so retrying is safe. */
-export const retryableConflict = (detail = 'Something this request depends on changed at the same moment; nothing was written. Retry.') =>
-  new DomainError('conflict', 'CONFLICT', detail, { retryAfterSeconds: 1 });

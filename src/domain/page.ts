@@ -26,6 +26,3 @@ export function pageOf<T>(rows: T[], request: PageRequest, keyOf: (row: T) => nu
   const items = rows.slice(0, request.limit);
   return { items, next: keyOf(items[items.length - 1]!) };
 }
-
-/** Maps a page's items, keeping where it continues. */
-export const mapPage = <T, U>(page: Page<T>, fn: (item: T) => U): Page<U> => ({ items: page.items.map(fn), next: page.next });

@@ -4,8 +4,6 @@
 // and a membership change moves sockets between project rooms.
 import type { OutboxEvent } from './outbox.events.js';
 
-export const CONTROL_EVENTS = ['session-revoked', 'user-sessions-revoked', 'role-changed', 'membership-changed', 'project-deleted'] as const;
-
 /** One session ended (logout, a spent refresh token presented again): its sockets disconnect. */
 export const sessionRevoked = (userId: number, sessionId: number): OutboxEvent => ({
   name: 'session-revoked', room: `user:${userId}`, payload: { user_id: userId, session_id: sessionId },
