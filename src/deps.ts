@@ -40,7 +40,7 @@ export interface TestHooks {
   webhookTuning?: Partial<Record<'retryBaseMs' | 'retryCapMs' | 'timeoutMs' | 'leaseMs' | 'pollMs', number>>;
   /**
    * Awaited by a socket handshake between its session check and its joining its rooms
-   * (realtime/realtime.ts): the gap in which a slow database or Redis holds it, and which a
+   * (realtime/handshake.ts): the gap in which a slow database or Redis holds it, and which a
    * revocation delivered meanwhile passes by.
    */
   afterHandshakeSessionCheck?: () => Promise<void>;
