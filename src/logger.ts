@@ -23,8 +23,9 @@ export function createLogger(level: string) {
   });
   // The completion line a request writes (http/request-context.ts, RequestLog) holds only fields
   // built from the request line and the answer, never a header or a body: it is written without
-  // the redaction above, which took 4-12 µs of CPU a request (4-7% of a GET /tasks/:id or a
-  // POST /tasks at `info`) to find nothing. Same level, same destination: the lines stay in order.
+  // the redaction above, a pass over every line that cost a few per cent of a small request's CPU
+  // to find nothing (docs/performance.md, "What the profiles showed"). Same level, same
+  // destination: the lines stay in order.
   const destination = (logger as unknown as Record<symbol, DestinationStream>)[pino.symbols.streamSym]!;
   requestLines.set(logger, pino({ level }, destination));
   return logger;

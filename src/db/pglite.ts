@@ -36,8 +36,9 @@ class Mutex {
 
 /**
  * bytea as a Buffer, as node-postgres gives it, decoded by Buffer (native code). PGlite's own
- * parser decodes the hex text with a parseInt per byte, on the thread that runs the service: 64
- * stored tiles (512 KB, one page of the verifier's tile reads) took 180-450 ms, 7-36 ms this way.
+ * parser decodes the hex text with a parseInt per byte, on the thread that runs the service: a
+ * page of the verifier's tile reads held requests back many times longer that way
+ * (docs/performance.md, "Audit scans off the request path").
  * bytea_output is `hex` unless someone sets it otherwise: anything else goes to PGlite's parser.
  */
 const parseBytea = (v: string): unknown => (v.startsWith('\\x') ? Buffer.from(v.slice(2), 'hex') : types.parsers[types.BYTEA]!(v, types.BYTEA));

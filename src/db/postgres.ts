@@ -67,18 +67,20 @@ function writeBatcher(client: pg.PoolClient): () => void {
 /**
  * Prepared statements (QueryOptions.prepareAs) keep one generic plan instead of being planned
  * again on every call. PostgreSQL's own choice ('auto') keeps re-planning the list statements,
- * because a `LIMIT $n` makes any generic plan look far costlier than it is; planning was a
- * quarter of PostgreSQL's time on GET /tasks (perf). So only statements whose best plan does
- * not depend on the values are prepared: key lookups, inserts, and list filters backed by an
- * index that orders by id (conditions.ts keeps full-text words and time ranges unprepared).
+ * because a `LIMIT $n` makes any generic plan look far costlier than it is, and planning on every
+ * call was a large share of PostgreSQL's time on GET /tasks (docs/performance.md, "What the
+ * profiles showed"). So only statements whose best plan does not depend on the values are
+ * prepared: key lookups, inserts, and list filters backed by an index that orders by id
+ * (conditions.ts keeps full-text words and time ranges unprepared).
  * Unnamed statements go to connections that plan them for their values (PER_CALL_PLAN_SETTINGS
  * below); the triggers' PL/pgSQL statements (cached plans too) are key updates, whose generic
  * plan is the custom one.
  *
  * JIT compilation is off: it starts when a plan's estimated cost passes jit_above_cost, which
  * a generic plan over a big table does whatever the LIMIT, and then compiles on every
- * execution. A 20,000-record read of the seal (the verifier's) took 144 ms with it, 26 ms
- * without; no statement of the service runs long enough to earn back a compilation.
+ * execution, which made the verifier's reads of the seal several times slower
+ * (docs/performance.md, "What the profiles showed"); no statement of the service runs long
+ * enough to earn back a compilation.
  */
 const PLAN_SETTINGS = { plan_cache_mode: 'force_generic_plan', jit: 'off' } as const;
 

@@ -155,7 +155,8 @@ export function nextStatementAt(started: number, ended: number, share: number, s
 
 /**
  * How long the event loop runs between two of the workers' statements, ms: requests read
- * meanwhile reach the database. (A timer of 1 ms; 2 ms made a lone export on PGlite 2× slower.)
+ * meanwhile reach the database. (A timer of 1 ms: a longer one slowed a lone export on PGlite;
+ * docs/performance.md, "Audit scans off the request path".)
  */
 const PROBE_MS = 1;
 

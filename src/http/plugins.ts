@@ -15,20 +15,19 @@ const COMPRESS_THRESHOLD = 1024;
 /**
  * A JSON answer (a page, a resource: a whole string or buffer) up to this size is compressed in
  * one synchronous call; larger ones, and streams (the audit export), through a zlib stream.
- * @fastify/compress's own limit is 8 KiB on two cores, so a page of 50 tasks (13.5 KB) went
- * through a stream and its pipeline, chunked: gzip added 300 µs of CPU to a list request of
- * 235; in one call, 70. 64 KiB covers every page of 100 items (27 KB for tasks) and holds the
- * event loop for a fraction of a millisecond.
+ * Under @fastify/compress's own limit (8 KiB on two cores) a page of 50 tasks went through a
+ * stream and its pipeline, chunked, at several times the CPU of one call. 64 KiB covers every
+ * page of 100 items and holds the event loop for a fraction of a millisecond (the figures:
+ * docs/performance.md, "What the profiles showed").
  */
 const SYNC_COMPRESS_LIMIT = 64 * 1024;
 
 /**
  * Brotli at quality 2, in a window no larger than the answer. At @fastify/compress's quality 4
  * and the default 4 MB window, brotli sets up megabytes of tables for every answer (mapped and
- * zeroed anew under the README's MALLOC_MMAP_THRESHOLD_): it added 330 µs of CPU to a list
- * request through a stream, and as much in one call. At quality 2 in a fitted window, 80 µs,
- * for answers 0-7% larger than quality 4's and still 10-40% smaller than gzip's (pages of
- * tasks, users, projects and audit records).
+ * zeroed anew under the README's MALLOC_MMAP_THRESHOLD_), in a stream or in one call. Quality 2
+ * in a fitted window costs a fraction of that, for answers barely larger and still smaller than
+ * gzip's (the figures: docs/performance.md, "What the profiles showed").
  */
 const BROTLI_QUALITY = 2;
 
@@ -106,8 +105,8 @@ const COMPRESSIBLE = /^(?:text\/(?!event-stream)|application\/(?:[\w.+-]+\+)?(?:
 /**
  * The headers helmet sets for these options. They depend on the options only (no nonce, no
  * directive computed per request), so they are computed once: @fastify/helmet built helmet's
- * middleware again on every request (parsing the policy's directives each time), 28 µs of a
- * list request's 800 µs, for the same dozen headers.
+ * middleware again on every request (parsing the policy's directives each time) for the same
+ * dozen headers (docs/performance.md, "What the profiles showed").
  */
 export function securityHeaders(options: Readonly<HelmetOptions>): Readonly<Record<string, string>> {
   const headers: Record<string, string> = {};

@@ -59,9 +59,10 @@ export function completedRequest(res: unknown): Record<string, unknown> {
  * One log line a request, at `info`: "request completed", with the request (`req`: method, URL,
  * host, address, as the "incoming request" line had them) beside the answer (`res`,
  * completedRequest). The "incoming request" line is written at `debug` only: at the default
- * level, one line instead of two took a GET /tasks/:id from 122 to 110 µs of CPU, a POST /tasks
- * from 250 to 199. `lines` (logger.ts, requestLinesOf) writes the line without redaction: it
- * holds only what is built here. A request that errored is logged by Fastify's own controller.
+ * level a second line a request is CPU that a small request cannot spare (docs/performance.md,
+ * "What the profiles showed"). `lines` (logger.ts, requestLinesOf) writes the line without
+ * redaction: it holds only what is built here. A request that errored is logged by Fastify's own
+ * controller.
  */
 export class RequestLog extends LogController {
   constructor(private readonly lines?: Logger) {

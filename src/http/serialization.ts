@@ -1,9 +1,9 @@
 // How response schemas become serializers. A response schema says, for the OpenAPI document and
 // its readers, what a field may hold: bounds, formats, patterns, examples. fast-json-stringify
 // validates nothing, but where a field may be null (a JSON-schema type list) some of those
-// keywords send it down a slow path that checks each value against them: a page of 50 tasks
-// took 53 µs to serialize instead of 23, and a list request twice the CPU. The serializer gets
-// the schema without them; the document keeps them all.
+// keywords send it down a slow path that checks each value against them, a cost every list
+// request paid (docs/performance.md, "What the profiles showed"). The serializer gets the schema
+// without them; the document keeps them all.
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 
 /** Keywords that constrain or describe values, never their shape: nothing a serializer needs. */
@@ -43,10 +43,10 @@ type Serializer = (data: unknown) => string;
 /**
  * Serializers already compiled, by what they were compiled from (the shared schemas, the
  * options and the shape-only schema, as JSON): a serializer is a function of those alone.
- * Fastify asks for one per route and status, 329 of them, and the routes share their error
- * answers and most bodies: 27 are different. Compiling each once took an app's start from
- * 120-180 ms of serializer compilation to 23-29 ms (and a second app in the process, as a test
- * file may start, to none). Bounded by the distinct schemas of the code.
+ * Fastify asks for one per route and status, and the routes share their error answers and most
+ * bodies: compiling each distinct one once spares most of an app's start (and a second app in
+ * the process, as a test file may start, all of it; docs/performance.md, "What the profiles
+ * showed"). Bounded by the distinct schemas of the code.
  */
 const compiled = new Map<string, Serializer>();
 

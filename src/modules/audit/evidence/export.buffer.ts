@@ -1,14 +1,15 @@
 // Output assembled as bytes in a buffer that is handed out whole when full, for a stream that
 // writes many small pieces (the NDJSON export: ~20 per line, a million lines). Building a
-// string per line and joining them cost 8 µs a line in cons-string flattening, and the
-// stream encoded the result to UTF-8 once more; writing the pieces in place costs ~2.5 µs.
+// string per line and joining them cost a cons-string flattening a line, and the stream encoded
+// the result to UTF-8 once more; writing the pieces in place does neither (docs/performance.md,
+// "What the profiles showed").
 import { integerText } from '../../../tlog/integer-text.js';
 
 /**
  * Under glibc's mmap threshold (128 KB, as the README sets it): a 256 KB buffer was a fresh
- * mapping each time, faulted in page by page (up to 110,000 page faults and 2.5 s of kernel
- * time per 1.3 million exported records); 64 KB ones are reused from the heap. 32 KB cost more
- * in the stream's per-chunk work than they saved.
+ * mapping each time, faulted in page by page; 64 KB ones are reused from the heap. 32 KB cost
+ * more in the stream's per-chunk work than they saved (docs/performance.md, "What the profiles
+ * showed").
  */
 const DEFAULT_BYTES = 64 * 1024;
 

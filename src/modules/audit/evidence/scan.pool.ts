@@ -1,8 +1,8 @@
 // The audit scans of the API (GET /audit-logs/verify and /audit-logs/export) run in worker
 // threads at the lowest CPU priority, so that a scan takes the CPU the requests leave, instead
-// of taking turns with them on the main thread (issue 39, item 6: one verification of 66,500
-// records took other users' GET /tasks from a p50 of 5.7 ms to 112 ms; docs/audit-integrity.md,
-// §5, "Where the API's scans run").
+// of taking turns with them on the main thread, where one verification made other users'
+// requests many times slower (issue 39, item 6; docs/performance.md, "Audit scans off the
+// request path"; docs/audit-integrity.md, §5, "Where the API's scans run").
 //
 // A worker runs the same code as the CLI (log.verifier.ts, export.stream.ts) over a Queryable of its own:
 // on PostgreSQL, connections the worker opens itself (Database.threadAccess), so that reading,
@@ -82,19 +82,18 @@ const EXPORT_WINDOW = 8;
 const YOUNG_COLLECTION_BYTES = 4 * 1024 * 1024;
 /**
  * The worker's young generation, MB (V8's default is 16 MB a semi-space, as on the main thread):
- * measured on a million records, a worker left at the default took the server's peak RSS from
- * 160 MB to 185-208 MB in a verification, and with 8 to 181-187 MB, at the same CPU a record.
+ * a smaller one keeps the server's peak RSS in a verification lower, at the same CPU a record
+ * (docs/performance.md, "Audit scans off the request path").
  */
 const WORKER_LIMITS = { maxYoungGenerationSizeMb: 8 };
 /**
  * On PGlite the workers' statements run on this thread (db/thread-queries.ts), at most this share
  * of it while requests come, and each of them short: whenever a request arrives during one, it
- * waits for it. The reads are smaller than the CLI's for that (a verification's read of 500
- * records takes 20-50 ms of this thread; 2,000 took 0.6-1.6 s on 100,000 records, PGlite's
- * planner then sorting every record from there to the end of the seal; 16 stored tiles rather
- * than 64; ids a look for one never sealed, 10,000 rather than 100,000: 10-20 ms against 90-135;
- * an export's block of 512 records, 20-45 ms, where one of 1,024 took 50-250 ms; 256 made a lone
- * export twice as long).
+ * waits for it. The reads are smaller than the CLI's for that: 500 records a read (PGlite plans a
+ * larger read of the seal as a sort of every record from there to its end), 16 stored tiles
+ * rather than 64, ids a look for one never sealed 10,000 rather than 100,000, an export's block
+ * 512 records (256 made a lone export slower). What each took: docs/performance.md, "Audit scans
+ * off the request path".
  */
 const PGLITE_SCAN_SHARE = 0.25;
 const PGLITE_READS: ReadPlan = { chunk: 500, ahead: 1, idRange: 10_000, tilePage: 16 };
