@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The service's browser pages, each bundled by esbuild (TypeScript, resolving @teamlog/client to
-// client/src/ through tsconfig.web.json) into dist/web/<page>/, its script and styles named by
-// a hash of their content, and an index.html naming them:
+// client/src/ through tsconfig.web.json, and taking the transparency log's runtime-neutral code
+// from src/tlog/, which the console's Verify shares with the server) into dist/web/<page>/, its
+// script and styles named by a hash of their content, and an index.html naming them:
 //   console  web/console/ -> dist/web/console/   the audit console, GET /console (src/modules/audit/console.routes.ts)
 //   demo     web/demo/    -> dist/web/demo/      the real-time demo, GET /realtime-demo (src/realtime/demo-page.ts)
 // The HTML is served uncached and the hashed files immutable, so that a browser never runs the
@@ -20,8 +21,8 @@ import { inputsHash } from './inputs-hash.mjs';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const WEB_OUT = path.join(ROOT, 'dist/web');
 const STAMP = path.join(WEB_OUT, '.build-stamp');
-/** What the bundles depend on: their sources and the client library's (client/src/, through tsconfig.web.json's paths), this script, its tsconfig, the installed packages. */
-const INPUTS = ['web', 'client/src', 'scripts/build-web.mjs', 'tsconfig.web.json', 'package-lock.json'];
+/** What the bundles depend on: their sources, the client library's (client/src/, through tsconfig.web.json's paths) and src/tlog/'s (imported by web/console/verify.ts), this script, its tsconfig, the installed packages. */
+const INPUTS = ['web', 'client/src', 'src/tlog', 'scripts/build-web.mjs', 'tsconfig.web.json', 'package-lock.json'];
 const JS_BUDGET_GZIP = 60 * 1024;
 
 /**

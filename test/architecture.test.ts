@@ -192,3 +192,42 @@ test('no test helper redefined in a test file: a function a module of test/helpe
   );
   assert.deepEqual(redefined, []);
 });
+
+test('the audit console verifies with src/tlog/\'s own code: what it imports from there is runtime-neutral, and web/console/ keeps no copy', () => {
+  const WEB = path.resolve('web', 'console');
+  const TLOG = path.join(SRC, 'tlog') + path.sep;
+  const webFiles = sourceFiles(WEB);
+  const specifiers = (f: string) => [...readFileSync(f, 'utf8').matchAll(/(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'|import\('([^']+)'\)/g)].map((m) => m[1] ?? m[2]!);
+  // Every src/tlog/ file the bundle reaches, following relative imports from the page's files.
+  const bundled = new Set<string>();
+  const visit = (f: string) => {
+    for (const dep of importsOf(f, 'all')) {
+      if (!dep.startsWith(TLOG) || bundled.has(dep)) continue;
+      bundled.add(dep);
+      visit(dep);
+    }
+  };
+  webFiles.forEach(visit);
+  const names = [...bundled].map((f) => path.basename(f)).sort();
+  for (const needed of ['bytes.ts', 'jcs.ts', 'merkle-path.ts', 'note-format.ts']) assert.ok(names.includes(needed), `web/console/ imports src/tlog/${needed}`);
+
+  // No Node module, no package (not even a browser one), nothing outside src/tlog/, and no Buffer or process global.
+  const notNeutral = [...bundled].flatMap((f) => [
+    ...specifiers(f).filter((spec) => !spec.startsWith('.') || !path.resolve(path.dirname(f), spec).startsWith(TLOG)).map((spec) => `${rel(f)} → ${spec}`),
+    ...(/\bBuffer\b|\bprocess\s*\./.test(readFileSync(f, 'utf8').replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, '')) ? [`${rel(f)} uses a Node global`] : []),
+  ]);
+  assert.deepEqual(notNeutral, []);
+
+  // No copy beside the page: the old files are gone, and no file of web/console/ declares what the shared modules export.
+  const copies = ['jcs.ts', 'merkle.ts', 'note.ts', 'bytes.ts'].filter((name) => webFiles.some((f) => path.basename(f) === name));
+  assert.deepEqual(copies, []);
+  const shared = new Set([...bundled].flatMap((f) => [...readFileSync(f, 'utf8').matchAll(/^export\s+(?:async\s+)?(?:function|const|class)\s+([A-Za-z_$][\w$]*)/gm)].map((m) => m[1]!)));
+  assert.ok(shared.has('canonicalize') && shared.has('rootFromInclusionPath') && shared.has('splitNote'), 'the check sees the shared exports');
+  const redeclared = webFiles.flatMap((f) =>
+    [...readFileSync(f, 'utf8').matchAll(/(?:^|\n)\s*(?:export\s+)?(?:async\s+)?(?:function\*?|const|let|class)\s+([A-Za-z_$][\w$]*)/g)]
+      .map((m) => m[1]!)
+      .filter((name) => shared.has(name))
+      .map((name) => `${path.relative(path.resolve('.'), f)} declares ${name}`),
+  );
+  assert.deepEqual(redeclared, []);
+});

@@ -2,6 +2,9 @@
 // conforming implementation produces for a JSON value, so that audit records hash the same here
 // and in any outside verifier. It runs for every record a verification reads, hence the care
 // about allocations: one string built by concatenation, no entry arrays, no intermediate copies.
+// Runtime-neutral (it imports only integer-text.ts, which imports nothing): the audit console
+// bundles it to hash a record's sealed form in the browser (web/console/verify.ts), so that the
+// page and the server canonicalize with one implementation; test/architecture.test.ts holds it to that.
 
 import { integerText } from './integer-text.js';
 

@@ -2,13 +2,16 @@
 // one the log sealed, its leaf is in the tree a signed checkpoint names, and the checkpoint is
 // signed by a key the log publishes. Each step that fails is named; nothing is taken from the
 // server on trust but the public keys themselves (which docs/console.md says to compare with a
-// copy held elsewhere).
+// copy held elsewhere). The formats and the RFCs' algorithms are src/tlog/'s runtime-neutral
+// modules, the ones the server and the offline verifier use; only the hashing and the Ed25519
+// check are the browser's own (webcrypto.ts).
+import { decodeBase64Strict, encodeBase64, equalBytes, utf8Bytes } from '../../src/tlog/bytes.js';
+import { canonicalize } from '../../src/tlog/jcs.js';
+import { leafHashWith, rootFromInclusionPath } from '../../src/tlog/merkle-path.js';
+import { parseCheckpoint, signaturesBy, signedMessage, splitNote, verifierKeyWith, type CheckpointBody, type NoteParts, type VerifierKeyText } from '../../src/tlog/note-format.js';
 import type { AuditRecord, CheckpointJson, ConsoleApi, InclusionProof } from './api.js';
 import { ApiError } from './api.js';
-import { equalBytes, fromBase64, subtle, toBase64, utf8Bytes } from './bytes.js';
-import { canonicalize } from './jcs.js';
-import { leafHash, rootFromPath } from './merkle.js';
-import { ed25519Verify, parseCheckpointBody, parseSignedNote, parseVerifierKey, signatureBy } from './note.js';
+import { ed25519Verify, sha256, subtle } from './webcrypto.js';
 
 export type Step = 'proof' | 'sealed form' | 'leaf hash' | 'checkpoint' | 'audit path' | 'signature';
 
@@ -108,41 +111,45 @@ async function run(api: ConsoleApi, record: AuditRecord): Promise<Verdict> {
   } catch (err) {
     return fail('leaf hash', `the sealed form has no canonical JSON (${err instanceof Error ? err.message : String(err)})`);
   }
-  const leaf = await leafHash(utf8Bytes(canonical));
-  if (toBase64(leaf) !== proof.leaf_hash) fail('leaf hash', `the sealed form hashes to ${toBase64(leaf)}, the proof says ${proof.leaf_hash}`);
+  const leaf = await leafHashWith(sha256, utf8Bytes(canonical));
+  if (encodeBase64(leaf) !== proof.leaf_hash) fail('leaf hash', `the sealed form hashes to ${encodeBase64(leaf)}, the proof says ${proof.leaf_hash}`);
 
   // 3. The checkpoint: its note well formed, of the size the proof is against.
-  let body: ReturnType<typeof parseCheckpointBody>;
-  let note: ReturnType<typeof parseSignedNote>;
+  let body: CheckpointBody;
+  let note: NoteParts;
   try {
-    note = parseSignedNote(checkpoint.note);
-    body = parseCheckpointBody(note.text);
+    note = splitNote(checkpoint.note);
+    body = parseCheckpoint(note.text);
   } catch (err) {
     return fail('checkpoint', err instanceof Error ? err.message : String(err));
   }
-  if (body.size !== proof.tree_size) fail('checkpoint', `the checkpoint covers ${body.size} records, the proof ${proof.tree_size}`);
-  if (checkpoint.root_hash !== toBase64(body.rootHash)) fail('checkpoint', 'the checkpoint\'s root hash is not the one in its signed note');
+  if (body.treeSize !== proof.tree_size) fail('checkpoint', `the checkpoint covers ${body.treeSize} records, the proof ${proof.tree_size}`);
+  if (checkpoint.root_hash !== encodeBase64(body.rootHash)) fail('checkpoint', 'the checkpoint\'s root hash is not the one in its signed note');
 
   // 4. The audit path leads from the leaf to the checkpoint's root.
-  const path = proof.audit_path.map((h) => fromBase64(h));
+  const path = proof.audit_path.map((h) => decodeBase64Strict(h));
   if (path.some((h) => !h || h.length !== 32)) fail('audit path', 'the audit path holds a hash that is not 32 bytes of base64');
-  const root = await rootFromPath(leaf, proof.seq, proof.tree_size, path as Uint8Array[]);
+  const root = await rootFromInclusionPath(sha256, leaf, proof.seq, proof.tree_size, path as Uint8Array[]);
   if (!root) fail('audit path', `the audit path has the wrong length for record ${proof.seq} of ${proof.tree_size}`);
   if (!equalBytes(root!, body.rootHash)) fail('audit path', 'the audit path does not lead to the checkpoint\'s root hash');
 
-  // 5. The note is signed by a key the log publishes.
+  // 5. The note is signed by a key the log publishes: every signature line by that key (name and
+  // key hash) verifies with Ed25519, as Go's note.Open and src/tlog/signed-note.ts's openNote ask.
   for (const published of keys) {
     if (published.algorithm !== 'Ed25519') continue;
-    let key: Awaited<ReturnType<typeof parseVerifierKey>>;
+    let key: VerifierKeyText;
     try {
-      key = await parseVerifierKey(published.note_verifier_key);
+      key = await verifierKeyWith(sha256, published.note_verifier_key);
     } catch (err) {
-      return fail('signature', err instanceof Error ? err.message : String(err));
+      return fail('signature', `the published key ${published.key_id} (${JSON.stringify(published.note_verifier_key)}) is refused: ${err instanceof Error ? err.message : String(err)}`);
     }
-    const signature = signatureBy(note, key);
-    if (!signature) continue;
-    if (!(await ed25519Verify(key.publicKey, signature.signature, note.text))) fail('signature', `the checkpoint's signature by ${published.key_id} does not verify`);
-    return { kind: 'verified', treeSize: body.size, seq: proof.seq, keyId: published.key_id, keyName: key.name, checkpointTime: checkpoint.created_at };
+    const signatures = signaturesBy(note, key.name, key.keyHash);
+    if (signatures.length === 0) continue;
+    const message = signedMessage(note.text);
+    for (const s of signatures) {
+      if (!(await ed25519Verify(key.publicKey, s.signature, message))) fail('signature', `the checkpoint's signature by ${published.key_id} does not verify`);
+    }
+    return { kind: 'verified', treeSize: body.treeSize, seq: proof.seq, keyId: published.key_id, keyName: key.name, checkpointTime: checkpoint.created_at };
   }
   return fail('signature', 'the checkpoint carries no signature by a key in /audit-logs/public-keys');
 }
