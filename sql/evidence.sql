@@ -8,6 +8,9 @@ SELECT width FROM audit_tiles
 -- evidence.checkpointsAfter (planned per call)
 SELECT id, tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at FROM audit_checkpoints WHERE id > $1 ORDER BY id LIMIT $2;
 
+-- evidence.edgeTileStored (planned per call)
+SELECT EXISTS (SELECT 1 FROM audit_tiles WHERE level = $1 AND idx = $2 AND width = $3) AS stored;
+
 -- evidence.firstUnsealedTaken (planned per call)
 SELECT a.id FROM audit_log a
    WHERE a.id >= $1 AND a.id < $2
@@ -57,11 +60,19 @@ SELECT b.first_seq + u.ord - 1 AS seq, u.leaf
 -- evidence.maxRecordId (planned per call)
 SELECT COALESCE(max(id), 0) AS id FROM audit_log;
 
+-- evidence.newestTwoCheckpoints (planned per call)
+SELECT id, tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at FROM audit_checkpoints ORDER BY id DESC LIMIT 2;
+
 -- evidence.origin (planned per call)
 SELECT origin FROM audit_log_origin;
 
 -- evidence.partialTiles (planned per call)
 SELECT level, idx, width, hashes FROM audit_tiles WHERE level = $1 AND width < 256 ORDER BY idx, width;
+
+-- evidence.recordFromTheFuture (planned per call)
+SELECT a.id, a.xact_id::text AS xact_id, pg_snapshot_xmax(pg_current_snapshot())::text AS next_xact_id
+   FROM audit_log a WHERE a.xact_id >= pg_snapshot_xmax(pg_current_snapshot()) AND a.xact_id IS DISTINCT FROM pg_current_xact_id_if_assigned()
+   ORDER BY a.id LIMIT 1;
 
 -- evidence.registerKey (planned per call)
 INSERT INTO audit_signing_keys (key_id, public_key, note_verifier_key) VALUES ($1, $2, $3)

@@ -5,8 +5,7 @@
 // extended nor signed over.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { Queryable } from '../src/db/database.js';
-import { assertOk, committed, settled, verifyRoute } from './helpers/audit-log.js';
+import { appendRecords, assertOk, committed, settled, verifyRoute } from './helpers/audit-log.js';
 import { Client, type Session } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import type { TestServer } from './helpers/server.js';
@@ -15,15 +14,6 @@ import { hashLeaf, parseCheckpointNote, TlogReader, verifyInclusion } from './he
 const ENV = { AUDIT_CHECKPOINT_INTERVAL_MS: '100', AUDIT_SEAL_STALL_MS: '1000' };
 /** More than two full level-0 tiles, so that the tree has full tiles, a partial one, and a level above. */
 const RECORDS = 700;
-
-/** Records as the service writes them, inserted by the owner (the sealer takes them in commit order like any). */
-async function appendRecords(owner: Queryable, n: number, tag: string): Promise<void> {
-  await owner.query(
-    `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
-     SELECT NULL, 'CREATE_PROJECT', 'PROJECT', g, 'SUCCESS', jsonb_build_object('name', $2 || g), '10.0.0.1', 'tree-test', $2 || g FROM generate_series(1, $1::int) g`,
-    [n, tag],
-  );
-}
 
 /** The tlog-tiles paths of the log, fetched over HTTP as an ADMIN. */
 const fetcher = (admin: Session) => async (path: string) => {

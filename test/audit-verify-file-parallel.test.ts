@@ -55,12 +55,12 @@ before(async () => {
   database = await createTestDatabase();
   const server = await startTestServer({ database, env: { AUDIT_CHECKPOINT_INTERVAL_MS: '100' } });
   try {
-    await appendRecords(server.owner, RECORDS);
+    await appendTaskRecords(server.owner, RECORDS);
     await coveredByCheckpoint(server.owner);
   } finally {
     await server.close();
   }
-  await appendRecords(database.owner, PENDING);
+  await appendTaskRecords(database.owner, PENDING);
   genuine = await exportLines({});
   filtered = await exportLines({ action: ['CREATE_TASK'] });
   const note = (JSON.parse(genuine.at(-1)!) as { note: string }).note;
@@ -73,7 +73,7 @@ after(async () => {
 });
 
 /** Records as the service writes them, a third of them CREATE_TASK (for the filtered export), about 1 KB a line. */
-async function appendRecords(owner: Database, count: number): Promise<void> {
+async function appendTaskRecords(owner: Database, count: number): Promise<void> {
   await owner.query(
     `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
      SELECT NULL, CASE WHEN g % 3 = 0 THEN 'CREATE_TASK' ELSE 'UPDATE_TASK' END, 'TASK', g, 'SUCCESS',

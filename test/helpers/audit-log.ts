@@ -134,3 +134,12 @@ export async function sharedDatabase(dataDir: string): Promise<TestDatabase> {
   await migrate(databaseSession(db));
   return { name: path.basename(dataDir), db, owner: db, databaseUrl: undefined, drop: () => db.close() };
 }
+
+/** Records as the service writes them, inserted by the owner (the sealer takes them in commit order like any). */
+export async function appendRecords(owner: Queryable, n: number, tag: string): Promise<void> {
+  await owner.query(
+    `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+     SELECT NULL, 'CREATE_PROJECT', 'PROJECT', g, 'SUCCESS', jsonb_build_object('name', $2 || g), '10.0.0.1', 'tree-test', $2 || g FROM generate_series(1, $1::int) g`,
+    [n, tag],
+  );
+}

@@ -100,6 +100,7 @@ const S = statements('evidence', {
    WHERE b.record_span @> $1::bigint AND u.id = $1
    ORDER BY b.first_seq LIMIT 1`,
   latestCheckpoint: `SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints ORDER BY id DESC LIMIT 1`,
+  newestTwoCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints ORDER BY id DESC LIMIT 2`,
   checkpointsAfter: `SELECT ${CHECKPOINT_COLUMNS} FROM audit_checkpoints WHERE id > $1 ORDER BY id LIMIT $2`,
   insertCheckpoint: `INSERT INTO audit_checkpoints (tree_size, root_hash, prev_checkpoint_hash, key_id, signature, note, created_at)
    VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, decode($5, 'hex'), $6, $7)`,
@@ -128,6 +129,15 @@ const S = statements('evidence', {
    ORDER BY width LIMIT 1`,
   // A stored tile of the level beyond the tile (idx, width) at the tree's edge: none should exist.
   tileBeyond: `SELECT level, idx, width FROM audit_tiles WHERE level = $1 AND (idx > $2 OR (idx = $2 AND width > $3)) ORDER BY idx, width LIMIT 1`,
+  // Whether the partial tile at the tree's edge is stored at its exact width (the sealer stores every width a partial tile reaches).
+  edgeTileStored: 'SELECT EXISTS (SELECT 1 FROM audit_tiles WHERE level = $1 AND idx = $2 AND width = $3) AS stored',
+  // The first record whose transaction position is one no transaction has reached yet: moved forward behind the service's back.
+  // The snapshot's xmax, not pg_current_xact_id(): a verification takes no transaction id (it also runs read-only).
+  // The records of the reading transaction itself stand at its own id, which may lie past the
+  // xmax of a snapshot taken before it had one: they are not from the future.
+  recordFromTheFuture: `SELECT a.id, a.xact_id::text AS xact_id, pg_snapshot_xmax(pg_current_snapshot())::text AS next_xact_id
+   FROM audit_log a WHERE a.xact_id >= pg_snapshot_xmax(pg_current_snapshot()) AND a.xact_id IS DISTINCT FROM pg_current_xact_id_if_assigned()
+   ORDER BY a.id LIMIT 1`,
   maxRecordId: 'SELECT COALESCE(max(id), 0) AS id FROM audit_log',
   origin: 'SELECT origin FROM audit_log_origin',
   setOrigin: 'INSERT INTO audit_log_origin (origin) VALUES ($1) ON CONFLICT (singleton) DO NOTHING',
@@ -175,6 +185,8 @@ export const leavesBetween = async (q: Queryable, from: number, to: number) =>
 
 export const sealOf = async (q: Queryable, recordId: number) => (await query<{ seq: number; leaf_hash: Uint8Array }>(q, S.sealOf, [recordId]))[0];
 export const latestCheckpoint = async (q: Queryable) => (await query<CheckpointRow>(q, S.latestCheckpoint))[0];
+/** The newest checkpoint and the one before it, newest first (fewer when there are fewer). */
+export const newestTwoCheckpoints = (q: Queryable) => query<CheckpointRow>(q, S.newestTwoCheckpoints);
 export const checkpointsAfter = (q: Queryable, afterId: number, limit: number) => query<CheckpointRow>(q, S.checkpointsAfter, [afterId, limit]);
 
 export function insertCheckpoint(
@@ -224,6 +236,12 @@ export const badPartialTile = async (q: Queryable, level: number, index: number,
 /** A stored tile of `level` beyond (index, width), the tree's edge at that level, if any. */
 export const tileBeyond = async (q: Queryable, level: number, index: number, width: number) =>
   (await query<{ level: number; idx: number; width: number }>(q, S.tileBeyond, [level, index, width]))[0];
+/** Whether the tile (level, index) is stored at exactly `width`. */
+export const edgeTileStored = async (q: Queryable, level: number, index: number, width: number) =>
+  (await query<{ stored: boolean }>(q, S.edgeTileStored, [level, index, width]))[0]!.stored;
+
+/** The first record whose xact_id no transaction has reached yet, with that id and the next one to be given. */
+export const recordFromTheFuture = async (q: Queryable) => (await query<{ id: number; xact_id: string; next_xact_id: string }>(q, S.recordFromTheFuture))[0];
 export const maxRecordId = async (q: Queryable) => (await query<{ id: number }>(q, S.maxRecordId))[0]!.id;
 
 export const storedOrigin = async (q: Queryable) => (await query<{ origin: string }>(q, S.origin))[0]?.origin;

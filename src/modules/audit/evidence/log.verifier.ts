@@ -5,7 +5,7 @@
 // The first problem found ends the run and names the first bad record, or the first bad tile.
 import type { Queryable } from '../../../db/database.js';
 import { checkCheckpoint } from '../../../tlog/checkpoint-check.js';
-import { lastSealBatch, latestCheckpoint, sealedCanonicalFrom, signingKeys, type SealBatchRow, type SealedCanonicalRow } from './evidence.repository.js';
+import { lastSealBatch, latestCheckpoint, recordFromTheFuture, sealedCanonicalFrom, signingKeys, type SealBatchRow, type SealedCanonicalRow } from './evidence.repository.js';
 import { asHash, type Hash } from '../../../tlog/merkle.js';
 import { DEFAULT_SEAL_STALL_MS, sealingStatus } from './sealing-status.service.js';
 import { RightEdge } from '../../../tlog/tiles.js';
@@ -90,6 +90,7 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
     (await rebuild.checkSealedRecords()) ??
     (await rebuild.checkSealEnd()) ??
     (await rebuild.tiles.checkEdge(rebuild.tree)) ??
+    (await positionFromTheFuture(db)) ??
     (await takenNeverSealed(db, start.lastBatch, rebuild.sealed, opts.reads?.idRange ?? ID_RANGE)) ??
     (await sealingStopped(db, opts.sealStallMs ?? DEFAULT_SEAL_STALL_MS));
   return rebuild.report(found);
@@ -309,6 +310,20 @@ class SealReads {
       this.nextFrom += this.plan.chunk;
     }
   }
+}
+
+/**
+ * A record whose transaction position (xact_id, where it stands in commit order) no transaction
+ * has reached yet: moved forward behind the service's back, far enough that the sealer will not
+ * meet it again soon (moved a little, it is sealed twice when its id commits, and named for that).
+ */
+async function positionFromTheFuture(db: Queryable): Promise<Finding | undefined> {
+  const moved = await recordFromTheFuture(db);
+  if (!moved) return undefined;
+  return {
+    problem: `record ${moved.id} stands at transaction ${moved.xact_id} in commit order, but no transaction past ${BigInt(moved.next_xact_id) - 1n} has begun: its position was moved forward`,
+    first_bad_id: moved.id,
+  };
 }
 
 /** Sealing that has stopped: a committed record waiting for its seal past the stall time, with none sealed meanwhile (sealing-status.service.ts). */

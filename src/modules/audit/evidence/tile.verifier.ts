@@ -3,7 +3,7 @@
 // make as the rebuild completes it, and at the end nothing may be stored beyond the tree's edge.
 import type { Queryable } from '../../../db/database.js';
 import { rightEdgeWidths, tilePath, type RightEdge } from '../../../tlog/tiles.js';
-import { badPartialTile, fullTilesFrom, tileBeyond, type TileRow } from './evidence.repository.js';
+import { badPartialTile, edgeTileStored, fullTilesFrom, tileBeyond, type TileRow } from './evidence.repository.js';
 
 /** A stored tile that is not the tile the records make: the report's problem and the tile's path (tlog-tiles). */
 export interface BadTile {
@@ -38,7 +38,10 @@ export class StoredTiles {
     return undefined;
   }
 
-  /** The tree's edge: each level's stored partial tiles are prefixes of its last tile, and nothing is stored beyond it. */
+  /**
+   * The tree's edge: each level's last tile is stored at its width (level 0's is the seal's own
+   * leaves), its stored narrower widths are prefixes of it, and nothing is stored beyond it.
+   */
   async checkEdge(edge: RightEdge): Promise<BadTile | undefined> {
     const widths = rightEdgeWidths(edge.size);
     for (let level = 0; level <= widths.length; level++) {
@@ -46,6 +49,10 @@ export class StoredTiles {
       if (level > 0 && at.width > 0) {
         const width = await badPartialTile(this.db, level, at.index, edge.partial(level));
         if (width !== undefined) return this.badPartial(level, at.index, width);
+        if (!(await edgeTileStored(this.db, level, at.index, at.width))) {
+          const path = tilePath(level, at.index, at.width);
+          return { problem: `the stored tree lacks tile ${path} at its right edge: the stored tree was changed (proofs through it are refused)`, first_bad_tile: path };
+        }
       }
       const beyond = await tileBeyond(this.db, level, at.index, at.width);
       if (beyond) {

@@ -3,11 +3,14 @@
 // from the newest checkpoint, which must verify under a key trusted from outside the database:
 // the stored tiles of its right edge must reproduce its signed root. Records sealed after it
 // (by this instance or another) are taken from their records, their leaves recomputed and
-// compared with the seal's. Anything that does not hold stops the sealer and the checkpointer
-// (TreeUnverifiable), so that a tampered tree is never extended and never signed over.
+// compared with the seal's. The newest checkpoint is checked against the one before it (its
+// `prev` names it, the tree never shrinks, one root a size) and against the newest this process
+// has seen or signed (a newest row deleted leaves an older one newest): a replayed or removed
+// checkpoint is never chained onto. Anything that does not hold stops the sealer and the
+// checkpointer (TreeUnverifiable), so that a tampered tree is never extended and never signed over.
 import type { Queryable } from '../../../db/database.js';
 import { checkCheckpoint } from '../../../tlog/checkpoint-check.js';
-import { latestCheckpoint, sealedRowsFrom } from './evidence.repository.js';
+import { newestTwoCheckpoints, sealedRowsFrom, type CheckpointRow } from './evidence.repository.js';
 import type { LogIdentity } from './log.identity.js';
 import { sealingLeaf } from './record.sealed-form.js';
 import { MissingTile, storedEdge } from './tile.store.js';
@@ -33,8 +36,56 @@ export function copyEdge(edge: RightEdge): RightEdge {
 
 export class VerifiedTree {
   private edge: RightEdge | undefined;
+  /**
+   * The largest tree this process has seen signed (checked, or signed itself). Kept across
+   * forget(): only a checkpoint as large may be newest from then on. A restart forgets it;
+   * witnesses remember for longer (docs/audit-integrity.md).
+   */
+  private seen: { treeSize: number; checkpointId?: number } | undefined;
 
   constructor(private readonly identity: LogIdentity) {}
+
+  /**
+   * The newest checkpoint, once it has been checked: signed by a trusted key and saying what its
+   * row says, naming the checkpoint before it as its `prev` (none for the first), no smaller than
+   * that one (and with its root at the same size), and no smaller than the largest this process
+   * has seen signed. Throws TreeUnverifiable.
+   */
+  async head(q: Queryable): Promise<CheckpointRow | undefined> {
+    const [newest, before] = await newestTwoCheckpoints(q);
+    const seen = this.seen;
+    if (!newest) {
+      if (seen) throw new TreeUnverifiable(`every checkpoint is gone, where this instance saw tree size ${seen.treeSize} signed: the checkpoints were deleted`);
+      return undefined;
+    }
+    const claim = { treeSize: newest.tree_size, rootHash: Buffer.from(newest.root_hash), signature: Buffer.from(newest.signature) };
+    const signed = checkCheckpoint(newest.note, this.identity.trusted, claim);
+    if (!signed.ok) {
+      throw new TreeUnverifiable(
+        `the newest checkpoint (${newest.id}) does not verify under a trusted key (${signed.problem}): tampering, or a key rotation without AUDIT_PREVIOUS_VERIFIER_KEYS`,
+      );
+    }
+    const chained = checkCheckpoint(newest.note, this.identity.trusted, { previousNote: before?.note ?? null });
+    if (!chained.ok) throw new TreeUnverifiable(`the newest checkpoint (${newest.id}) does not extend the one before it: ${chained.problem} (a replayed or reordered checkpoint row)`);
+    if (before && newest.tree_size < before.tree_size) {
+      throw new TreeUnverifiable(`the newest checkpoint (${newest.id}) says tree size ${newest.tree_size} after ${before.tree_size}: the tree never shrinks (a replayed checkpoint row)`);
+    }
+    if (before && newest.tree_size === before.tree_size && !Buffer.from(newest.root_hash).equals(before.root_hash)) {
+      throw new TreeUnverifiable(`checkpoints ${before.id} and ${newest.id} sign two roots for tree size ${newest.tree_size}`);
+    }
+    if (seen && newest.tree_size < seen.treeSize) {
+      throw new TreeUnverifiable(
+        `the newest checkpoint (${newest.id}) covers ${newest.tree_size} records, where this instance saw ${seen.treeSize} signed${seen.checkpointId ? ` (checkpoint ${seen.checkpointId})` : ''}: newer checkpoints were deleted`,
+      );
+    }
+    if (!seen || newest.tree_size > seen.treeSize) this.seen = { treeSize: newest.tree_size, checkpointId: newest.id };
+    return newest;
+  }
+
+  /** This process signed a checkpoint of `treeSize` records, and it committed. */
+  signed(treeSize: number): void {
+    if (!this.seen || treeSize > this.seen.treeSize) this.seen = { treeSize };
+  }
 
   /** The verified tree of `size` sealed records (read through `q`); throws TreeUnverifiable. */
   async at(q: Queryable, size: number): Promise<RightEdge> {
@@ -56,16 +107,10 @@ export class VerifiedTree {
     this.edge = undefined;
   }
 
-  /** The stored right edge at the newest checkpoint, checked against its signed root (none yet: the empty tree). */
+  /** The stored right edge at the newest checkpoint (head), checked against its signed root (none yet: the empty tree). */
   private async anchored(q: Queryable, size: number): Promise<RightEdge> {
-    const checkpoint = await latestCheckpoint(q);
+    const checkpoint = await this.head(q);
     if (!checkpoint) return new RightEdge();
-    const verdict = checkCheckpoint(checkpoint.note, this.identity.trusted, { treeSize: checkpoint.tree_size, rootHash: Buffer.from(checkpoint.root_hash) });
-    if (!verdict.ok) {
-      throw new TreeUnverifiable(
-        `the newest checkpoint (${checkpoint.id}) does not verify under a trusted key (${verdict.problem}): tampering, or a key rotation without AUDIT_PREVIOUS_VERIFIER_KEYS`,
-      );
-    }
     if (checkpoint.tree_size > size) throw new TreeUnverifiable(`checkpoint ${checkpoint.id} covers ${checkpoint.tree_size} records, but only ${size} are sealed: the seal was truncated`);
     let edge: RightEdge;
     try {
