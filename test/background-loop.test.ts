@@ -1,5 +1,5 @@
 // The one background loop (background/background-loop.ts) every worker is: what it does on a wake, a
-// linger, a round that says there is more, one held back, one that fails, a requested delay, the
+// linger, spaced rounds, a round that says there is more, one held back, one that fails, a requested delay, the
 // safety poll and a stop. Time is the test's (node:test's mock timers, Date included), so what is
 // asserted is the order of rounds, never how long something took. Then the one-instance-at-a-time
 // round on a real database.
@@ -78,6 +78,26 @@ describe('the background loop', () => {
     mock.timers.tick(10);
     await settle();
     assert.deepEqual(rounds, [20]);
+    await loop.stop();
+  });
+
+  test('spacing: a wake after a quiet moment runs at once; one sooner after the last round started waits for the rest, with the wakes meanwhile', async () => {
+    const { loop, rounds } = scripted([], { spacingMs: 10 });
+    loop.start();
+    await settle();
+    assert.deepEqual(rounds, [0], 'the first round, at start');
+    mock.timers.tick(4);
+    loop.wake();
+    loop.wake();
+    await settle();
+    assert.deepEqual(rounds, [0], 'woken 4 ms after a round started: not yet');
+    mock.timers.tick(6);
+    await settle();
+    assert.deepEqual(rounds, [0, 10], 'one round, 10 ms after the one before');
+    mock.timers.tick(30);
+    loop.wake();
+    await settle();
+    assert.deepEqual(rounds, [0, 10, 40], 'after a quiet moment: at once');
     await loop.stop();
   });
 

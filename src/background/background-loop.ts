@@ -23,6 +23,13 @@ export interface BackgroundLoopOptions {
   log: FastifyBaseLogger;
   /** How long a wake waits before the round, so that the commits of that moment go in one round (default 0). */
   lingerMs?: number;
+  /**
+   * The least time between the starts of two rounds that wakes run (default 0). A wake after a
+   * quiet moment runs at once; one that comes sooner after the last round's start waits for the
+   * rest, so that the commits of a busy moment share a round, where a linger would delay the
+   * first one too.
+   */
+  spacingMs?: number;
   /** The safety net: a round this often whatever happens (default: none). */
   pollMs?: number;
   /** Told just before each poll's wake, so that a round can tell the poll (work nobody announced may be there) from a wake. */
@@ -39,7 +46,7 @@ export interface BackgroundLoopOptions {
   stopTimeoutMs?: number;
 }
 
-const DEFAULTS = { lingerMs: 0, firstRetryMs: 50, maxRetryMs: 1000, stopTimeoutMs: 5000 };
+const DEFAULTS = { lingerMs: 0, spacingMs: 0, firstRetryMs: 50, maxRetryMs: 1000, stopTimeoutMs: 5000 };
 
 export class BackgroundLoop {
   private readonly o: BackgroundLoopOptions & typeof DEFAULTS;
@@ -54,6 +61,8 @@ export class BackgroundLoop {
   private timer: { handle: NodeJS.Timeout; at: number } | undefined;
   private poll: NodeJS.Timeout | undefined;
   private current: Promise<void> = Promise.resolve();
+  /** When the last round started (Date.now()). */
+  private lastStart = -Infinity;
 
   constructor(opts: BackgroundLoopOptions) {
     this.o = { ...DEFAULTS, ...opts };
@@ -84,7 +93,9 @@ export class BackgroundLoop {
       this.again = true;
       return;
     }
+    const spaced = this.lastStart + this.o.spacingMs - Date.now();
     if (this.o.lingerMs > 0) this.runIn(this.o.lingerMs, { onlyIfSooner: true });
+    else if (spaced > 0) this.runIn(spaced, { onlyIfSooner: true });
     else this.runNow();
   }
 
@@ -127,6 +138,7 @@ export class BackgroundLoop {
     this.clearTimer();
     this.running = true;
     this.again = false;
+    this.lastStart = Date.now();
     this.current = this.rounds().finally(() => {
       this.running = false;
       if (this.again && !this.stopped) this.wake();

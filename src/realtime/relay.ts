@@ -25,12 +25,20 @@ const RELAY_LOCK = 7_245_010;
 const BATCH = 500;
 /** The safety net for commits nobody told this instance about (the CLI, an instance that died). */
 const POLL_MS = 1000;
+/**
+ * Rounds start at least this far apart while commits keep coming: a round is a transaction of its
+ * own, and one per commit made a lone writer's every request cost two (docs/performance.md). A
+ * commit after a quiet moment is numbered at once; while commits keep coming, an event waits at
+ * most this long for its round.
+ */
+const SPACING_MS = 10;
 
 export function createRelay(db: Database, log: FastifyBaseLogger, onNumbered: (events: NumberedEvent[]) => void): BackgroundLoop {
   return new BackgroundLoop({
     name: 'event relay',
     log,
     pollMs: POLL_MS,
+    spacingMs: SPACING_MS,
     // Another instance holds the lock: it numbers these rows too; look again soon in case it stopped.
     firstRetryMs: 5,
     round: exclusiveRound(db, RELAY_LOCK, async (tx) => {
