@@ -8,6 +8,7 @@ import path from 'node:path';
 import { ConfigError, loadConfig, loadEnvFile, unknownEnvFileKeys } from './config.js';
 import { DataDirLockedError, lockDataDir } from './ops/data-dir-lock.js';
 import { auditCommand } from './cli/audit.js';
+import { witnessCommand } from './cli/witness.js';
 import { CliError, UsageError, cliLogger, databaseLabel, options, out, type Command, type CommandGroup } from './cli/support.js';
 
 // Each command imports what it needs when it runs, so that --help and usage errors answer at
@@ -92,6 +93,7 @@ const COMMANDS: Record<string, Command | CommandGroup> = {
   },
 
   audit: auditCommand,
+  witness: witnessCommand,
 };
 
 /** Every command, a group's subcommands in its place. */
