@@ -6,7 +6,7 @@ import { createHash, createPrivateKey, generateKeyPairSync, verify, type KeyObje
 import { test } from 'node:test';
 import {
   COSIGNATURE_ED25519, checkCosignatures, cosignCheckpoint, cosignatureKeyHash, cosignatureMessage, cosignatureTimestamp, cosignatureVerifier,
-  cosigner, formatCosignatureVerifierKey, parseCosignatureVerifierKey, verifyCosignature, type Cosignature,
+  cosigner, formatCosignatureVerifierKey, parseCosignatureVerifierKey, verifyCosignature, type Cosignature, formatCosignerKey, parseCosignerKey,
 } from '../src/tlog/cosignature.js';
 import { splitNote } from '../src/tlog/note-format.js';
 import { NoteError, formatCheckpoint, noteSigner, noteVerifier, openNote, parseVerifierKey, signNote } from '../src/tlog/signed-note.js';
@@ -200,4 +200,20 @@ test('only checkpoints are cosigned, at whole non-negative seconds, by private k
   assert.throws(() => cosigner('bad name', witnessKey), /invalid key name/);
   const verifierFromPrivate = cosignatureVerifier('w', witnessKey);
   assert.equal(verifierFromPrivate.publicKey.type, 'public', 'a verifier never keeps the private key');
+});
+
+test('a witness key as one line (PRIVATE+KEY+<name>+<key ID>+<base64>, Go\'s note signer key form) reads back as the same cosigner, a "+" in its base64 included', () => {
+  let withPlus: string | undefined;
+  for (let i = 0; i < 500 && withPlus === undefined; i++) {
+    const c = cosigner('witness.example/w1', generateKeyPairSync('ed25519').privateKey);
+    const line = formatCosignerKey(c);
+    const back = parseCosignerKey(`${line}\n`);
+    assert.equal(back.name, c.name);
+    assert.ok(back.publicKeyRaw.equals(c.publicKeyRaw));
+    assert.ok(Buffer.from(back.keyHash).equals(Buffer.from(c.keyHash)));
+    if (line.split('+').length > 5) withPlus = line;
+  }
+  assert.ok(withPlus, 'a key whose base64 holds a "+"');
+  assert.throws(() => parseCosignerKey(withPlus!.replace(/\+[0-9a-f]{8}\+/, '+00000000+')), /key ID/);
+  assert.throws(() => parseCosignerKey('PRIVATE+KEY+w+0011aabb+AQ=='), /malformed witness key/);
 });

@@ -44,8 +44,8 @@ interface Witness { url: string; child: ChildProcess; exited: Promise<number | n
 
 /** `teamlog witness serve` on a free port; resolves once it says where it listens. */
 function serve(dir: string, extra: string[] = []): Promise<Witness> {
-  const args = ['witness', 'serve', '--key', path.join(dir, 'witness.pem'), '--name', WITNESS, '--logs', path.join(dir, 'logs.txt'),
-    '--port', '0', '--data-dir', path.join(dir, 'state'), ...extra];
+  const args = ['witness', 'serve', '--key', path.join(dir, 'witness.key'), '--logs', path.join(dir, 'logs.txt'),
+    '--port', '0', '--data', path.join(dir, 'state'), ...extra];
   const child = spawn(process.execPath, [...entryArgs('src/cli'), ...args], {
     cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' }, stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -96,8 +96,9 @@ let dir: string;
 let witnessKey: CosignatureVerifier;
 before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'teamlog-witness-'));
-  writeFileSync(path.join(dir, 'logs.txt'), `# the logs this witness cosigns for\n${ORIGIN} ${log.vkey}\n`);
-  const made = await runTeamlog(['witness', 'keygen', '--key', path.join(dir, 'witness.pem'), '--name', WITNESS], {});
+  // tlog-policy syntax: a log's own policy file will do (its witness and quorum lines are skipped).
+  writeFileSync(path.join(dir, 'logs.txt'), `# the logs this witness cosigns for\nlog ${log.vkey}\nquorum none\n`);
+  const made = await runTeamlog(['witness', 'keygen', '--name', WITNESS, '--key', path.join(dir, 'witness.key')], {});
   assert.equal(made.code, 0, made.stderr);
   witnessKey = parseCosignatureVerifierKey(made.stdout.trim());
 });
@@ -106,17 +107,18 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 describe('teamlog witness keygen', () => {
   test('prints a vkey that parseCosignatureVerifierKey reads, and writes the key readable by its owner only', () => {
     assert.equal(witnessKey.name, WITNESS);
-    assert.equal(statSync(path.join(dir, 'witness.pem')).mode & 0o777, 0o600);
-    assert.match(readFileSync(path.join(dir, 'witness.pem'), 'utf8'), /BEGIN PRIVATE KEY/);
+    assert.equal(statSync(path.join(dir, 'witness.key')).mode & 0o777, 0o600);
+    // Go's note signer key form, carrying the name: serve needs nothing else.
+    assert.match(readFileSync(path.join(dir, 'witness.key'), 'utf8'), new RegExp(`^PRIVATE\\+KEY\\+${WITNESS.replace(/[.+]/g, '\\$&')}\\+[0-9a-f]{8}\\+[A-Za-z0-9+/]+=*\\n$`));
   });
 
   test('refuses to overwrite an existing key file (exit 1), and leaves it as it was', async () => {
-    const before = readFileSync(path.join(dir, 'witness.pem'), 'utf8');
-    const again = await runTeamlog(['witness', 'keygen', '--key', path.join(dir, 'witness.pem'), '--name', WITNESS], {});
+    const before = readFileSync(path.join(dir, 'witness.key'), 'utf8');
+    const again = await runTeamlog(['witness', 'keygen', '--name', WITNESS, '--key', path.join(dir, 'witness.key')], {});
     assert.equal(again.code, 1);
     assert.match(again.stderr, /exists already/);
     assert.equal(again.stdout, '');
-    assert.equal(readFileSync(path.join(dir, 'witness.pem'), 'utf8'), before);
+    assert.equal(readFileSync(path.join(dir, 'witness.key'), 'utf8'), before);
   });
 });
 
@@ -124,9 +126,9 @@ describe('teamlog witness serve', () => {
   test('refuses a malformed logs file with exit 2, naming the line', async () => {
     const bad = mkdtempSync(path.join(tmpdir(), 'teamlog-witness-bad-'));
     try {
-      writeFileSync(path.join(bad, 'logs.txt'), `${ORIGIN} ${log.vkey}\n\nnot-a-vkey-line\n`);
-      const res = await runTeamlog(['witness', 'serve', '--key', path.join(dir, 'witness.pem'), '--name', WITNESS, '--logs', path.join(bad, 'logs.txt'),
-        '--port', '0', '--data-dir', path.join(bad, 'state')], {});
+      writeFileSync(path.join(bad, 'logs.txt'), `log ${log.vkey}\n\nnot-a-vkey-line\n`);
+      const res = await runTeamlog(['witness', 'serve', '--key', path.join(dir, 'witness.key'), '--logs', path.join(bad, 'logs.txt'),
+        '--port', '0', '--data', path.join(bad, 'state')], {});
       assert.equal(res.code, 2, res.stderr);
       assert.match(res.stderr, /line 3/);
     } finally {
@@ -241,8 +243,8 @@ describe('teamlog witness serve', () => {
     const kept = readFileSync(file, 'utf8');
     writeFileSync(file, '{"origin":');
     try {
-      const res = await runTeamlog(['witness', 'serve', '--key', path.join(dir, 'witness.pem'), '--name', WITNESS, '--logs', path.join(dir, 'logs.txt'),
-        '--port', '0', '--data-dir', stateDir], {});
+      const res = await runTeamlog(['witness', 'serve', '--key', path.join(dir, 'witness.key'), '--logs', path.join(dir, 'logs.txt'),
+        '--port', '0', '--data', stateDir], {});
       assert.equal(res.code, 1, res.stderr);
       assert.match(res.stderr, /cannot be read/);
       assert.equal(readFileSync(file, 'utf8'), '{"origin":');

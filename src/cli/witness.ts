@@ -1,57 +1,60 @@
 // `teamlog witness keygen|serve`: a C2SP tlog-witness (C2SP/C2SP tlog-witness.md) that cosigns
 // other logs' checkpoints (docs/audit-integrity.md, "Running a witness").
 import { readFileSync, writeFileSync } from 'node:fs';
-import { ConfigError } from '../config.js';
+import { ConfigError, loadConfig } from '../config.js';
 import { CliError, UsageError, options, out, type Command, type CommandGroup } from './support.js';
 
 const LOGS_FORMAT =
-  'The logs file names the logs this witness cosigns for, one a line: "<origin> <log vkey>", the\n' +
-  'checkpoint\'s origin line and the log\'s note verifier key (name+hash+base64), separated by a space.\n' +
-  'Blank lines and lines starting with # are skipped; an origin given twice trusts each key.';
+  'The logs file names the logs this witness cosigns for in C2SP tlog-policy syntax: a line\n' +
+  '"log <vkey>" each (the log\'s note verifier key, name+hash+base64; its name is the checkpoints\'\n' +
+  'origin). A log\'s own policy file will do: its witness, group and quorum lines are skipped, as are\n' +
+  'blank lines and lines starting with #.';
 
 function requireOption(value: string | undefined, flag: string): string {
   if (value === undefined || value === '') throw new UsageError(`--${flag} is required`);
   return value;
 }
 
-async function loadCosigner(keyFile: string, name: string) {
-  const [{ cosigner }, { loadEd25519PrivateKey }] = await Promise.all([import('../tlog/cosignature.js'), import('../tlog/signed-note.js')]);
-  let pem: string;
+/** The witness's key and name from the file keygen wrote (PRIVATE+KEY+<name>+…). */
+async function loadCosigner(keyFile: string) {
+  const { parseCosignerKey } = await import('../tlog/cosignature.js');
+  let text: string;
   try {
-    pem = readFileSync(keyFile, 'utf8');
+    text = readFileSync(keyFile, 'utf8');
   } catch (err) {
     throw new ConfigError(`cannot read the key file ${keyFile}: ${(err as Error).message}`);
   }
   try {
-    return cosigner(name, loadEd25519PrivateKey(pem));
+    return parseCosignerKey(text);
   } catch (err) {
-    throw new ConfigError(`${keyFile}: ${(err as Error).message}`);
+    throw new ConfigError(`${keyFile}: ${(err as Error).message} (teamlog witness keygen writes one)`);
   }
 }
 
 const keygen: Command = {
-  usage: 'teamlog witness keygen --key <file> --name <witness name>',
+  usage: 'teamlog witness keygen --name <witness name> --key <file>',
   summary: 'Create a witness\'s Ed25519 key and print its vkey for a log\'s policy',
   details:
-    'Writes a new Ed25519 private key (PKCS#8 PEM, mode 0600) to --key, and refuses to overwrite an\n' +
-    'existing file (exit code 1). Prints the witness\'s cosignature verifier key (type 0x04), the\n' +
-    'vkey a log\'s tlog-policy "witness" line names.',
+    'Writes a new Ed25519 key to --key (mode 0600), with the witness\'s name, as one line\n' +
+    'PRIVATE+KEY+<name>+<hex key ID>+<base64 key> (Go\'s note signer key form), and refuses to\n' +
+    'overwrite an existing file (exit code 1). Prints the witness\'s cosignature verifier key (type\n' +
+    '0x04), the vkey a log\'s tlog-policy "witness" line names.',
   async run(args) {
     const opts = options(args, { key: { type: 'string' }, name: { type: 'string' } });
     const keyFile = requireOption(opts.key, 'key');
     const name = requireOption(opts.name, 'name');
-    const [{ cosigner, formatCosignatureVerifierKey }, { generateEd25519PrivateKeyPem, loadEd25519PrivateKey }] = await Promise.all([
+    const [{ cosigner, formatCosignatureVerifierKey, formatCosignerKey }, { generateEd25519PrivateKeyPem, loadEd25519PrivateKey }] = await Promise.all([
       import('../tlog/cosignature.js'), import('../tlog/signed-note.js'),
     ]);
-    const pem = generateEd25519PrivateKeyPem();
-    let vkey: string;
+    let signer;
     try {
-      vkey = formatCosignatureVerifierKey(cosigner(name, loadEd25519PrivateKey(pem)));
+      signer = cosigner(name, loadEd25519PrivateKey(generateEd25519PrivateKeyPem()));
     } catch (err) {
       throw new UsageError(`--name: ${(err as Error).message}`);
     }
+    const vkey = formatCosignatureVerifierKey(signer);
     try {
-      writeFileSync(keyFile, pem, { flag: 'wx', mode: 0o600 });
+      writeFileSync(keyFile, `${formatCosignerKey(signer)}\n`, { flag: 'wx', mode: 0o600 });
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'EEXIST') throw new CliError(`${keyFile} exists already; nothing was written (a witness's key is never replaced by accident)`);
@@ -62,33 +65,30 @@ const keygen: Command = {
 };
 
 const serve: Command = {
-  usage: 'teamlog witness serve --key <file> --name <name> --logs <file> --port <n> --data-dir <dir> [--host 127.0.0.1]',
+  usage: 'teamlog witness serve --key <file> --logs <file> --port <n> --data <dir>',
   summary: 'Run a C2SP tlog-witness: POST /add-checkpoint cosigns checkpoints that extend what it saw',
   details:
     `${LOGS_FORMAT}\n\n` +
     'The data directory keeps, per log, the size and root of the latest checkpoint cosigned; a new\n' +
     'state is on disk (written, fsynced, renamed, directory fsynced) before its cosignature is sent.\n' +
-    'An unreadable state file stops the start (exit code 1). --port 0 takes a free port; the address\n' +
-    'is printed once listening. SIGTERM or SIGINT stops it.',
+    'An unreadable state file stops the start (exit code 1). It listens on HOST (as the service does;\n' +
+    'default 127.0.0.1); --port 0 takes a free port, and the address is printed once listening.\n' +
+    'SIGTERM or SIGINT stops it.',
   async run(args) {
-    const opts = options(args, {
-      key: { type: 'string' }, name: { type: 'string' }, logs: { type: 'string' }, port: { type: 'string' },
-      'data-dir': { type: 'string' }, host: { type: 'string' },
-    });
+    const opts = options(args, { key: { type: 'string' }, logs: { type: 'string' }, port: { type: 'string' }, data: { type: 'string' } });
     const keyFile = requireOption(opts.key, 'key');
-    const name = requireOption(opts.name, 'name');
     const logsFile = requireOption(opts.logs, 'logs');
-    const dataDir = requireOption(opts['data-dir'], 'data-dir');
+    const dataDir = requireOption(opts.data, 'data');
     const portText = requireOption(opts.port, 'port');
     if (!/^(?:0|[1-9][0-9]{0,4})$/.test(portText) || Number(portText) > 65535) throw new UsageError('--port must be 0 to 65535');
-    const host = opts.host ?? '127.0.0.1';
+    const { host } = loadConfig();
 
     const [{ parseWitnessedLogs }, { startWitnessServer }, { WitnessStateError, ensureDataDir }, { DataDirLockedError, lockDataDir }, { formatCosignatureVerifierKey }] =
       await Promise.all([
         import('../tlog/witness.js'), import('../witness/witness.server.js'), import('../witness/witness.state.js'),
         import('../ops/data-dir-lock.js'), import('../tlog/cosignature.js'),
       ]);
-    const signer = await loadCosigner(keyFile, name);
+    const signer = await loadCosigner(keyFile);
     let logsText: string;
     try {
       logsText = readFileSync(logsFile, 'utf8');

@@ -8,7 +8,7 @@
 // type 0x04, never the log's 0x01), so that it can be checked here against the witness keys a
 // policy names. The key type is a parameter throughout, so that ML-DSA-44 (type 0x06, a
 // different signed message) can be added beside Ed25519 without changing the callers.
-import { createHash, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
 import { concatBytes, equalBytes, utf8Bytes } from './bytes.js';
 import {
   NoteError, formatSignatureLine, keyHashInput, keyId, parseCheckpoint, parseVerifierKeyText, requireKeyHash, requireName, signedMessage,
@@ -188,4 +188,33 @@ export function checkCosignatures(checkpointText: string, lines: readonly Cosign
     }
     return check;
   });
+}
+
+/** The PKCS#8 DER prefix of an Ed25519 private key: what precedes its 32-byte seed (RFC 8410). */
+const ED25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
+
+/**
+ * A cosigner's private key as one line of text, in the form Go's note package gives signer keys:
+ * `PRIVATE+KEY+<name>+<hex key ID>+<base64(key type ‖ 32-byte Ed25519 seed)>`. It carries the
+ * witness's name with the key, so that `teamlog witness serve` needs nothing else to cosign.
+ */
+export function formatCosignerKey(c: Cosigner): string {
+  requireKeyType(c.keyType);
+  const seed = c.privateKey.export({ format: 'der', type: 'pkcs8' }).subarray(ED25519_PKCS8_PREFIX.length);
+  return `PRIVATE+KEY+${c.name}+${Buffer.from(c.keyHash).toString('hex')}+${Buffer.concat([Buffer.from([c.keyType]), seed]).toString('base64')}`;
+}
+
+/** Reads a line formatCosignerKey wrote, checking its key ID against its name and key. */
+export function parseCosignerKey(text: string): Cosigner {
+  // The base64 key may hold "+" itself: the first four "+" separate the fields, as Go's note package reads it.
+  const m = /^PRIVATE\+KEY\+([^+]+)\+([0-9a-f]{8})\+([A-Za-z0-9+/]+=*)$/.exec(text.trim());
+  if (!m) throw new NoteError('malformed witness key: expected PRIVATE+KEY+<name>+<hex key ID>+<base64 key>', 'invalid-key');
+  const [, name = '', hex = '', encoded = ''] = m;
+  requireName(name);
+  const bytes = Buffer.from(encoded, 'base64');
+  if (bytes.toString('base64') !== encoded || bytes.length !== 33) throw new NoteError('malformed witness key: the key is not base64 of a type byte and a 32-byte seed', 'invalid-key');
+  requireKeyType(bytes[0]!);
+  const signer = cosigner(name, createPrivateKey({ key: Buffer.concat([ED25519_PKCS8_PREFIX, bytes.subarray(1)]), format: 'der', type: 'pkcs8' }), bytes[0]);
+  if (Buffer.from(signer.keyHash).toString('hex') !== hex) throw new NoteError('malformed witness key: its key ID is not its name\'s and key\'s', 'invalid-key');
+  return signer;
 }

@@ -109,28 +109,32 @@ export function addCheckpoint(
 }
 
 /**
- * Reads the list of logs a witness cosigns for: one `<origin> <log vkey>` a line (the vkey is the
- * last word, so an origin may hold spaces); blank lines and lines starting with `#` are skipped;
- * an origin given twice trusts each key. Throws an Error naming the line of the first problem.
+ * Reads the logs a witness cosigns for from a file in C2SP tlog-policy syntax: its `log <vkey>
+ * [<url>]` lines, each log's origin being its key's name; blank lines and lines starting with `#`
+ * are skipped; a log named twice trusts each key. Throws an Error naming the line of the first problem.
  */
 export function parseWitnessedLogs(text: string): WitnessedLog[] {
   const logs = new Map<string, WitnessedLog>();
   for (const [i, raw] of text.split('\n').entries()) {
     const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
     if (line.trim() === '' || line.startsWith('#')) continue;
-    const space = line.lastIndexOf(' ');
-    const origin = space < 0 ? '' : line.slice(0, space);
-    if (origin === '' || origin !== origin.trim()) throw new Error(`line ${i + 1}: expected "<origin> <log vkey>"`);
+    const [keyword, vkey, ...rest] = line.split(' ');
+    // A tlog-policy file names witnesses, groups and a quorum too: what a log asks of its
+    // witnesses, not what this witness needs. Only its `log` lines are read.
+    if (keyword === 'witness' || keyword === 'group' || keyword === 'quorum') continue;
+    if (keyword !== 'log' || vkey === undefined || rest.length > 1) throw new Error(`line ${i + 1}: expected "log <vkey> [<url>]"`);
     let verifier: NoteVerifier;
     try {
-      verifier = parseVerifierKey(line.slice(space + 1));
+      verifier = parseVerifierKey(vkey);
     } catch (err) {
       throw new Error(`line ${i + 1}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
+    // The log's origin is its key's name, as a checkpoint's signature line names it.
+    const origin = verifier.name;
     const log = logs.get(origin) ?? { origin, verifiers: [] };
     log.verifiers.push(verifier);
     logs.set(origin, log);
   }
-  if (logs.size === 0) throw new Error('it names no log');
+  if (logs.size === 0) throw new Error('it names no log (a "log <vkey>" line)');
   return [...logs.values()];
 }
