@@ -2,13 +2,14 @@
 // of Go's golang.org/x/mod/sumdb/note and of the C2SP specs, plus a check written from the
 // spec with node:crypto alone, so the module cannot agree only with itself.
 import assert from 'node:assert/strict';
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, verify, type KeyObject } from 'node:crypto';
+import { createHash, createPublicKey, generateKeyPairSync, verify, type KeyObject } from 'node:crypto';
 import { test } from 'node:test';
 import {
   NoteError, ed25519PublicKeyFromRaw, ed25519PublicKeyRaw, formatCheckpoint, formatVerifierKey,
   generateEd25519PrivateKeyPem, keyHash, loadEd25519PrivateKey, noteSigner, noteVerifier, openNote,
   parseCheckpoint, parseVerifierKey, publicKeyPem, signNote, signText, type NoteVerifier,
 } from '../src/tlog/signed-note.js';
+import { goPrivateKey } from './helpers/tlog-vectors.js';
 
 // From golang/mod, sumdb/note/note_test.go (TestNewVerifier, TestNewSigner, TestSign, TestOpen).
 const PETER_SKEY = 'PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz';
@@ -28,18 +29,6 @@ const SPEC_POEM = `${SPEC_POEM_TEXT}\n— quasimodo.example/salvatore NnugSzTjtV
 // From C2SP/C2SP tlog-checkpoint.md, the opening example (its key is not published either).
 const SPEC_CHECKPOINT_TEXT = 'example.com/behind-the-sofa\n20852163\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n';
 const SPEC_CHECKPOINT = `${SPEC_CHECKPOINT_TEXT}\n— example.com/behind-the-sofa Az3grlgtzPICa5OS8npVmf1Myq/5IZniMp+ZJurmRDeOoRDe4URYN7u5/Zhcyv2q1gGzGku9nTo+zyWE+xeMcTOAYQ8=\n`;
-
-// Go's private key encoding, PRIVATE+KEY+<name>+<hash>+base64(0x01 ‖ seed), read into a
-// KeyObject through the fixed PKCS#8 prefix of an Ed25519 key (RFC 8410), not the module.
-function goPrivateKey(skey: string): { name: string; hash: string; key: KeyObject } {
-  const m = /^PRIVATE\+KEY\+([^+]+)\+([0-9a-f]{8})\+(.+)$/.exec(skey);
-  assert.ok(m, skey);
-  const encoded = Buffer.from(m[3]!, 'base64');
-  assert.equal(encoded.length, 33);
-  assert.equal(encoded[0], 0x01);
-  const der = Buffer.concat([Buffer.from('302e020100300506032b657004220420', 'hex'), encoded.subarray(1)]);
-  return { name: m[1]!, hash: m[2]!, key: createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }) };
-}
 
 // Go's tests slice byte strings; the em dash is 3 bytes in UTF-8, 1 unit in a JS string.
 function insertAtByte(s: string, at: number, insert: string): string {

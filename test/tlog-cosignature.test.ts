@@ -2,51 +2,21 @@
 // against a real checkpoint cosigned by witnesses of the public witness network, the spec's own
 // example, the vectors of transparency-dev/formats, and tampered copies of each.
 import assert from 'node:assert/strict';
-import { createHash, createPrivateKey, generateKeyPairSync, verify, type KeyObject } from 'node:crypto';
+import { createHash, generateKeyPairSync, verify } from 'node:crypto';
 import { test } from 'node:test';
 import {
   COSIGNATURE_ED25519, checkCosignatures, cosignCheckpoint, cosignatureKeyHash, cosignatureMessage, cosignatureTimestamp, cosignatureVerifier,
   cosigner, formatCosignatureVerifierKey, parseCosignatureVerifierKey, verifyCosignature, type Cosignature, formatCosignerKey, parseCosignerKey,
 } from '../src/tlog/cosignature.js';
 import { splitNote } from '../src/tlog/note-format.js';
+import { REAL_LOG_VKEY, REAL_NOTE, REAL_TEXT, REAL_TIMESTAMP, REAL_WITNESSES, WIT1_SKEY, WIT1_VKEY, goPrivateKey } from './helpers/tlog-vectors.js';
 import { NoteError, formatCheckpoint, noteSigner, noteVerifier, openNote, parseVerifierKey, signNote } from '../src/tlog/signed-note.js';
-
-// A checkpoint of the Sunlight CT log arche2025h1.staging.ct.transparency.dev, as served with its
-// cosignatures, from florolf/tlog-scales tests/test_signing.py (TestCheckpointSigning). Its first
-// line is the log's RFC 6962 signature (type 0x05), its second the log's Ed25519 note signature.
-const REAL_TEXT = 'arche2025h1.staging.ct.transparency.dev\n1432088532\nU7WM79jrzyhGZ5/GUBTpM7NzwdyfFx61t3RovgcC4Ro=\n';
-const REAL_NOTE = `${REAL_TEXT}
-— arche2025h1.staging.ct.transparency.dev zTM8sQAAAZ5W0WdjBAMARjBEAiBjW5IQf9pvsYLfQFX6hoGREPMHbdQ3urbllzalApkptQIgIpwtEroeW2BXaHAI4kJXFbon5Ch9MNL5zRNZ55lvGt0=
-— arche2025h1.staging.ct.transparency.dev ui8GwCF1+kWqZrxGdhj4aX3gcw7XUlXQQabg/27lefwhUkzbC3NygNI75MdhL1bfTW9g8Ei59RA23oHP7Ry1k3ZFWwQ=
-— transparency.dev/DEV:witness-little-garden 2AQqhwAAAABqEiEgzgFIqqhbUoDwjMWE6UP8nd8/KYTzwZ2rhIgcqoXHAwVkjZr4AscylP3v7sEodkRAErumC2q44vdgJY096st5BQ==
-— witness1.smartit.nu/witness1 pIyCDwAAAABqEiEghIp82KWebrw7/oHQwlTAm3g2RKS4+eebl8eO0WH+/iEcxZ75W3u5hNI7TOQtmJbqmNWVuE0tgh0XwzdZsDsUAQ==
-— remora.n621.de 2net5wAAAABqEiEgPlfF3V06o0Y+fHM+J5J9s27wgxxcOVSpZ/2g/KSiXCg9DEZI+aVCIobWX9sXTynk5XeU/zZ0WBxtqB0DrAWfBw==
-— witness.stagemole.eu Z/euoAAAAABqEiEgw0i+7g2ENfDAWHmtRzCfKTHSDwYDJA2NmKeGi9Y8FtEyOUvVr+AJmIY/2TUFucgKi7lI7cUiOvKFYe/TmN9DAg==
-`;
-// The log's key, from the same test; remora's, from transparency-dev/formats note/note_cosigv1_test.go
-// (TestCoSigV1NewVerifier, "native algEd25519CosignatureV1 verifier"); little-garden's, as
-// TrustFabric publishes it at https://transparency.dev/witnesses.
-const REAL_LOG_VKEY = 'arche2025h1.staging.ct.transparency.dev+ba2f06c0+AU0vHmlGCS/PdN8b2OaGmKprLI8HKM+dJ472xgFYh15f';
-const REMORA_VKEY = 'remora.n621.de+da77ade7+BOvN63jn/bLvkieywe8R6UYAtVtNbZpXh34x7onlmtw2';
-const LITTLE_GARDEN_VKEY = 'transparency.dev/DEV:witness-little-garden+d8042a87+BCtusOxINQNUTN5Oj8HObRkh2yHf/MwYaGX4CPdiVEPM';
-const REAL_TIMESTAMP = 1779573024;
 
 // From C2SP/C2SP tlog-cosignature.md: the checkpoint of its opening example (its keys are not
 // published) and the signed message of "Ed25519 signed message".
 const SPEC_TEXT = 'example.com/behind-the-sofa\n20852163\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n';
 const SPEC_COSIGNATURE = '— witness.example.com/w1 jWbPPwAAAABkGFDLEZMHwSRaJNiIDoe9DYn/zXcrtPHeolMI5OWXEhZCB9dlrDJsX3b2oyin1nPZqhf5nNo0xUe+mbIUBkBIfZ+qnA==';
 const SPEC_MESSAGE = 'cosignature/v1\ntime 1679315147\nexample.com/behind-the-sofa\n20852163\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n';
-
-// From transparency-dev/formats policy/tlog_policy_test.go: a Go note key pair (type 0x01), whose
-// Ed25519 key the test rewraps as a cosigner's (type 0x04).
-const WIT1_SKEY = 'PRIVATE+KEY+Wit1+55ee4561+AeadRiG7XM4XiieCHzD8lxysXMwcViy5nYsoXURWGrlE';
-const WIT1_VKEY = 'Wit1+55ee4561+AVhZSmQj9+SoL+p/nN0Hh76xXmF7QcHfytUrI1XfSClk';
-
-/** Go's PRIVATE+KEY+<name>+<hash>+base64(type ‖ seed), through the fixed PKCS#8 prefix of an Ed25519 key (RFC 8410). */
-function keyFromGoSkey(skey: string): KeyObject {
-  const seed = Buffer.from(skey.split('+')[4]!, 'base64').subarray(1);
-  return createPrivateKey({ key: Buffer.concat([Buffer.from('302e020100300506032b657004220420', 'hex'), seed]), format: 'der', type: 'pkcs8' });
-}
 
 function lineOf(note: string, name: string): Cosignature {
   const line = splitNote(note).lines.find((l) => l.name === name);
@@ -59,7 +29,7 @@ const witnessKey = generateKeyPairSync('ed25519').privateKey;
 const witness = cosigner('witness.example/w1', witnessKey);
 
 test('a real checkpoint\'s cosignatures from the witness network verify, with the timestamp they carry', () => {
-  for (const vkey of [REMORA_VKEY, LITTLE_GARDEN_VKEY]) {
+  for (const vkey of [REAL_WITNESSES.remora, REAL_WITNESSES['little-garden']]) {
     const v = parseCosignatureVerifierKey(vkey);
     assert.equal(formatCosignatureVerifierKey(v), vkey, 'the vkey is written back the same');
     assert.deepEqual(verifyCosignature(REAL_TEXT, lineOf(REAL_NOTE, v.name), v), { ok: true, timestamp: REAL_TIMESTAMP });
@@ -77,7 +47,7 @@ test('the log\'s note key opens the cosigned note and hands the cosignature line
     ['remora.n621.de', 'da77ade7', false],
     ['witness.stagemole.eu', '67f7aea0', false],
   ]);
-  const checks = checkCosignatures(opened.text, opened.signatures, [parseCosignatureVerifierKey(REMORA_VKEY), parseCosignatureVerifierKey(LITTLE_GARDEN_VKEY)]);
+  const checks = checkCosignatures(opened.text, opened.signatures, [parseCosignatureVerifierKey(REAL_WITNESSES.remora), parseCosignatureVerifierKey(REAL_WITNESSES['little-garden'])]);
   assert.deepEqual(checks.map((c) => [c.verifier.name, c.timestamp, c.problems]), [
     ['remora.n621.de', REAL_TIMESTAMP, []],
     ['transparency.dev/DEV:witness-little-garden', REAL_TIMESTAMP, []],
@@ -85,7 +55,7 @@ test('the log\'s note key opens the cosigned note and hands the cosignature line
 });
 
 test('a real cosignature no longer verifies once the checkpoint, its timestamp or its signature changes', () => {
-  const remora = parseCosignatureVerifierKey(REMORA_VKEY);
+  const remora = parseCosignatureVerifierKey(REAL_WITNESSES.remora);
   const line = lineOf(REAL_NOTE, 'remora.n621.de');
   const resized = REAL_TEXT.replace('1432088532', '1432088533');
   assert.equal(verifyCosignature(resized, line, remora).ok, false);
@@ -117,7 +87,7 @@ test('a cosigner\'s vkey is read only with type 0x04 and a key ID computed over 
   assert.throws(() => parseCosignatureVerifierKey('bananas.sigstore.dev+12344556'), NoteError);
   assert.throws(() => parseCosignatureVerifierKey('rekor.sigstore.dev+12345678+THIS_IS_NOT_BASE64!'), NoteError);
   assert.throws(() => parseCosignatureVerifierKey('rekor.sigstore.dev+12345678+AwEB'), /unsupported cosignature key type 0x03/);
-  assert.throws(() => parseCosignatureVerifierKey(REMORA_VKEY.replace('da77ade7', '00000000')), /key hash does not match/);
+  assert.throws(() => parseCosignatureVerifierKey(REAL_WITNESSES.remora.replace('da77ade7', '00000000')), /key hash does not match/);
   // A log's note key is not a cosigner's, though Go's formats converts one silently.
   assert.throws(() => parseCosignatureVerifierKey(WIT1_VKEY), /0x01 is a log's note key/);
   assert.throws(() => parseCosignatureVerifierKey(`x+00000000+${Buffer.concat([Buffer.of(0x06), Buffer.alloc(1312)]).toString('base64')}`), /ML-DSA-44 cosignatures \(type 0x06\) are not supported yet/);
@@ -125,7 +95,7 @@ test('a cosigner\'s vkey is read only with type 0x04 and a key ID computed over 
 });
 
 test('a Go note key cosigns under the key ID of type 0x04, not its note key ID', () => {
-  const key = keyFromGoSkey(WIT1_SKEY);
+  const { key } = goPrivateKey(WIT1_SKEY);
   const c = cosigner('Wit1', key);
   const noteKey = parseVerifierKey(WIT1_VKEY);
   assert.equal(noteKey.keyHash.toString('hex'), '55ee4561');

@@ -9,36 +9,10 @@ import {
   PolicyError, QUORUM_NONE, describeUnmetQuorum, evaluateQuorum, formatPolicy, parsePolicy, verifyCheckpointWithPolicy,
 } from '../src/tlog/policy.js';
 import { formatCheckpoint, formatVerifierKey, noteSigner, noteVerifier, signNote, type NoteSigner } from '../src/tlog/signed-note.js';
+import { REAL_LOG_VKEY, REAL_NOTE, REAL_TIMESTAMP, REAL_WITNESSES, WIT1_VKEY } from './helpers/tlog-vectors.js';
 
-// A checkpoint of arche2025h1.staging.ct.transparency.dev with its cosignatures and the log's key,
-// from florolf/tlog-scales tests/test_signing.py (TestCheckpointSigning).
-const REAL_NOTE = `arche2025h1.staging.ct.transparency.dev
-1432088532
-U7WM79jrzyhGZ5/GUBTpM7NzwdyfFx61t3RovgcC4Ro=
-
-— arche2025h1.staging.ct.transparency.dev zTM8sQAAAZ5W0WdjBAMARjBEAiBjW5IQf9pvsYLfQFX6hoGREPMHbdQ3urbllzalApkptQIgIpwtEroeW2BXaHAI4kJXFbon5Ch9MNL5zRNZ55lvGt0=
-— arche2025h1.staging.ct.transparency.dev ui8GwCF1+kWqZrxGdhj4aX3gcw7XUlXQQabg/27lefwhUkzbC3NygNI75MdhL1bfTW9g8Ei59RA23oHP7Ry1k3ZFWwQ=
-— transparency.dev/DEV:witness-little-garden 2AQqhwAAAABqEiEgzgFIqqhbUoDwjMWE6UP8nd8/KYTzwZ2rhIgcqoXHAwVkjZr4AscylP3v7sEodkRAErumC2q44vdgJY096st5BQ==
-— witness1.smartit.nu/witness1 pIyCDwAAAABqEiEghIp82KWebrw7/oHQwlTAm3g2RKS4+eebl8eO0WH+/iEcxZ75W3u5hNI7TOQtmJbqmNWVuE0tgh0XwzdZsDsUAQ==
-— remora.n621.de 2net5wAAAABqEiEgPlfF3V06o0Y+fHM+J5J9s27wgxxcOVSpZ/2g/KSiXCg9DEZI+aVCIobWX9sXTynk5XeU/zZ0WBxtqB0DrAWfBw==
-— witness.stagemole.eu Z/euoAAAAABqEiEgw0i+7g2ENfDAWHmtRzCfKTHSDwYDJA2NmKeGi9Y8FtEyOUvVr+AJmIY/2TUFucgKi7lI7cUiOvKFYe/TmN9DAg==
-`;
-const REAL_LOG_VKEY = 'arche2025h1.staging.ct.transparency.dev+ba2f06c0+AU0vHmlGCS/PdN8b2OaGmKprLI8HKM+dJ472xgFYh15f';
-// The witnesses' vkeys as their operators publish them: remora's is also in transparency-dev/formats
-// note/note_cosigv1_test.go; little-garden's at https://transparency.dev/witnesses; stagemole's
-// at https://witness.stagemole.eu/about; smartit's at https://witness1.smartit.nu/witness1/about.txt.
-// The test "a real checkpoint meets a policy…" shows each one verifies its line above.
-const REAL_WITNESSES = {
-  remora: 'remora.n621.de+da77ade7+BOvN63jn/bLvkieywe8R6UYAtVtNbZpXh34x7onlmtw2',
-  'little-garden': 'transparency.dev/DEV:witness-little-garden+d8042a87+BCtusOxINQNUTN5Oj8HObRkh2yHf/MwYaGX4CPdiVEPM',
-  stagemole: 'witness.stagemole.eu+67f7aea0+BEqSG3yu9YrmcM3BHvQYTxwFj3uSWakQepafafpUqklv',
-  smartit: 'witness1.smartit.nu/witness1+a48c820f+BPSFWg9G6KPiO7QPryYO5Xq4oYJJ+kAvLKLSimDhoxMO',
-};
-const REAL_TIMESTAMP = 1779573024;
+// The real checkpoint and its witnesses' keys (helpers/tlog-vectors.ts), as a policy's witness lines.
 const realWitnessLines = Object.entries(REAL_WITNESSES).map(([name, vkey]) => `witness ${name} ${vkey}`).join('\n');
-
-// transparency-dev/formats policy/tlog_policy_test.go: a Go note key (type 0x01), fit for a log, not a witness.
-const WIT1_NOTE_VKEY = 'Wit1+55ee4561+AVhZSmQj9+SoL+p/nN0Hh76xXmF7QcHfytUrI1XfSClk';
 
 function newWitness(name: string): { cosigner: Cosigner; vkey: string } {
   const c = cosigner(name, generateKeyPairSync('ed25519').privateKey);
@@ -129,7 +103,7 @@ test('a malformed policy is refused with the line that is wrong', () => {
   refuses(`log ${a}\nquorum none\n`, 1, /invalid log vkey: unsupported verifier key type 0x04/);
   refuses(`log ${LOG_VKEY}\nlog ${LOG_VKEY} https://log.example.com/\nquorum none\n`, 2, /duplicate log/);
   refuses('witness w1\nquorum none\n', 1, /expected "witness/);
-  refuses(`witness w1 ${WIT1_NOTE_VKEY}\nquorum w1\n`, 1, /invalid witness vkey: unsupported cosignature key type 0x01: 0x01 is a log's note key/);
+  refuses(`witness w1 ${WIT1_VKEY}\nquorum w1\n`, 1, /invalid witness vkey: unsupported cosignature key type 0x01: 0x01 is a log's note key/);
   refuses(`witness none ${a}\nquorum none\n`, 1, /"none" is reserved/);
   refuses(`witness w1 ${a}\nwitness w1 ${b}\nquorum w1\n`, 2, /"w1" is already defined/);
   refuses(`witness w1 ${a}\ngroup w1 any w1\nquorum w1\n`, 2, /"w1" is already defined/);
