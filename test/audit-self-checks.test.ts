@@ -14,10 +14,8 @@ import { newestTwoCheckpoints } from '../src/modules/audit/evidence/evidence.rep
 import type { LogIdentity } from '../src/modules/audit/evidence/log.identity.js';
 import { TreeUnverifiable, VerifiedTree } from '../src/modules/audit/evidence/tree.loader.js';
 import { parseVerifierKey } from '../src/tlog/signed-note.js';
-import { appendRecords, assertOk, auditedActions, buildLog, committed, rolledBack, settled, verifyRoute } from './helpers/audit-log.js';
-import { Client } from './helpers/client.js';
+import { appendRecords, assertOk, auditedActions, buildLog, committed, rolledBack, settled, untilSealingStops, verifyRoute } from './helpers/audit-log.js';
 import { useTestServer } from './helpers/harness.js';
-import type { TestServer } from './helpers/server.js';
 
 const ENV = { AUDIT_CHECKPOINT_INTERVAL_MS: '100', AUDIT_SEAL_STALL_MS: '1000' };
 
@@ -50,18 +48,6 @@ const replay = (q: Queryable, c: CheckpointColumns) =>
 async function verifiedTree(q: Queryable): Promise<VerifiedTree> {
   const keys = await q.query<{ note_verifier_key: string }>('SELECT note_verifier_key FROM audit_signing_keys');
   return new VerifiedTree({ trusted: keys.map((k) => parseVerifierKey(k.note_verifier_key)) } as unknown as LogIdentity);
-}
-
-/** Writes audited actions until /health/ready says degraded (sealing stopped), and answers it. */
-async function untilSealingStops(server: TestServer, admin: Parameters<typeof auditedActions>[0]): Promise<{ status: string; sealing?: { first_unsealed_id: number } }> {
-  let health: { status: string; sealing?: { first_unsealed_id: number } } | undefined;
-  for (let i = 0; i < 100 && health?.status !== 'degraded'; i++) {
-    await auditedActions(admin, 1);
-    await new Promise((r) => setTimeout(r, 150));
-    health = (await new Client(server).get('/health/ready')).body;
-  }
-  assert.equal(health?.status, 'degraded', JSON.stringify(health));
-  return health!;
 }
 
 describe('the database refuses a checkpoint row that does not extend the newest one', () => {
@@ -104,7 +90,7 @@ describe('a replayed checkpoint row that got in with the guard disabled', () => 
       assert.match(err.message, /does not extend the one before it/);
       return true;
     });
-    const health = await untilSealingStops(h.server, h.admin);
+    const health = await untilSealingStops(h.server, () => auditedActions(h.admin, 1));
     assert.ok(health.sealing!.first_unsealed_id > 0);
     const after = await checkpoints(h.server.owner);
     assert.equal(after.length, rows.length + 1, 'the replayed row alone was added: nothing signed after it');
@@ -129,7 +115,7 @@ describe('the newest checkpoint row deleted', () => {
     assert.ok(rows[rows.length - 2]!.tree_size < deleted.tree_size);
 
     await committed(h.server.owner, (q) => q.query('DELETE FROM audit_checkpoints WHERE id = $1', [deleted.id]));
-    await untilSealingStops(h.server, h.admin);
+    await untilSealingStops(h.server, () => auditedActions(h.admin, 1));
     const after = await checkpoints(h.server.owner);
     assert.deepEqual(after, rows.slice(0, -1), 'no replacement was signed');
     // What the sealer reads is what a verifier reads: the newest is now the one before.

@@ -5,7 +5,7 @@
 // extended nor signed over.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { appendRecords, assertOk, committed, settled, verifyRoute } from './helpers/audit-log.js';
+import { appendRecords, assertOk, committed, settled, untilSealingStops, verifyRoute } from './helpers/audit-log.js';
 import { Client, type Session } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import type { TestServer } from './helpers/server.js';
@@ -149,17 +149,11 @@ describe('the stored tree is evidence, not trusted state', () => {
     try {
       // Records keep coming; once the checkpointer finds the stored edge is not the tree it would
       // sign, both loops stop, and the records after that wait.
-      let health: { status: string; sealing?: { first_unsealed_id: number } } | undefined;
-      for (let i = 0; i < 100 && health?.status !== 'degraded'; i++) {
-        await appendRecords(h.server.owner, 1, `after-tamper-${i}-`);
-        await new Promise((r) => setTimeout(r, 150));
-        health = (await new Client(h.server).get('/health/ready')).body;
-      }
-      assert.equal(health?.status, 'degraded', JSON.stringify(health));
+      const health = await untilSealingStops(h.server, (i) => appendRecords(h.server.owner, 1, `after-tamper-${i}-`));
       const [unsealedFirst] = await h.server.owner.query<{ id: number }>(
         `SELECT min(a.id)::int AS id FROM audit_log a WHERE NOT EXISTS (SELECT 1 FROM audit_seal s WHERE s.record_id = a.id)`,
       );
-      assert.equal(health!.sealing!.first_unsealed_id, unsealedFirst!.id, 'it names the first record waiting');
+      assert.equal(health.sealing!.first_unsealed_id, unsealedFirst!.id, 'it names the first record waiting');
       const report = await verifyRoute(h.admin);
       assert.equal(report.ok, false);
       assert.match(report.first_bad_tile ?? '', /^tile\/1\//);

@@ -8,7 +8,7 @@ import type { Database, Queryable } from '../../src/db/database.js';
 import { databaseSession, migrate } from '../../src/db/migrate.js';
 import { createPgliteDatabase } from '../../src/db/pglite.js';
 import type { VerifyReport } from '../../src/modules/audit/evidence/log.verifier.js';
-import type { Session } from './client.js';
+import { Client, type Session } from './client.js';
 import { createTestDatabase, onPostgres, type TestDatabase, type TestServer } from './server.js';
 
 /** A checkpoint as GET /audit-logs/checkpoints/latest answers it. */
@@ -142,4 +142,26 @@ export async function appendRecords(owner: Queryable, n: number, tag: string): P
      SELECT NULL, 'CREATE_PROJECT', 'PROJECT', g, 'SUCCESS', jsonb_build_object('name', $2 || g), '10.0.0.1', 'tree-test', $2 || g FROM generate_series(1, $1::int) g`,
     [n, tag],
   );
+}
+
+/** What /health/ready answers once sealing has stopped (docs/audit-integrity.md §5, check 8). */
+export interface StoppedSealing {
+  status: string;
+  sealing?: { first_unsealed_id: number };
+}
+
+/**
+ * Writes one audit record at a time with `write` until /health/ready says `degraded` (records
+ * waited past AUDIT_SEAL_STALL_MS with no seal made: the sealer refused the evidence), and
+ * answers what it said; fails if it never does.
+ */
+export async function untilSealingStops(server: TestServer, write: (i: number) => Promise<unknown>): Promise<StoppedSealing> {
+  let health: StoppedSealing | undefined;
+  for (let i = 0; i < 100 && health?.status !== 'degraded'; i++) {
+    await write(i);
+    await new Promise((r) => setTimeout(r, 150));
+    health = (await new Client(server).get<StoppedSealing>('/health/ready')).body;
+  }
+  assert.equal(health?.status, 'degraded', JSON.stringify(health));
+  return health!;
 }
