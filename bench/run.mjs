@@ -46,13 +46,16 @@ const TEAMLOG_TABLES = 'tasks, audit_log, notifications, outbox, outbox_batches,
 const BARE_TABLES = 'tasks, audit_log';
 // --quick: about three minutes with its build (of which the write scenarios' waits for the
 // table counters, 22 s a run: bench/write-cost.mjs), for before and after a change to a hot path.
-const DURATION = QUICK ? 2 : 10;
+// --seconds N and --rounds N override a run's length and its rounds (a side-by-side check of
+// one change, with --only <scenario>).
+const numberArg = (name) => (args.includes(name) ? Number(args[args.indexOf(name) + 1]) : undefined);
+const DURATION = numberArg('--seconds') ?? (QUICK ? 2 : 10);
 const WARMUP = QUICK ? 1 : 3;
 const CONNECTIONS = 50;
 // Scenarios with a baseline run this many rounds, each a Teamlog run paired with a run of each
 // of its baselines; each ratio is its median pair's. This VM's speed drifts by a third from
 // minute to minute, so only runs close in time compare.
-const ROUNDS = QUICK ? 1 : 5;
+const ROUNDS = numberArg('--rounds') ?? (QUICK ? 1 : 5);
 // What two audit verifications running through the API cost the other users' GET /tasks
 // (bench/scan-impact.mjs): rounds of idle, one and two scans, each measure this many seconds.
 const SCAN_IMPACT = QUICK ? { rounds: 1, duration: 3 } : { rounds: 3, duration: 5 };
@@ -236,6 +239,9 @@ function scenarios(ctx) {
   const baselinePost = { method: 'POST', path: '/tasks', headers: { 'content-type': 'application/json' }, body: taskBody };
   const baselineList = { method: 'GET', path: '/tasks?limit=50' };
   const teamlogPost = { method: 'POST', path: '/api/v1/tasks', headers: auth, body: taskBody };
+  // Each call a cursor not asked for in the last VOLUME.tasks calls, from the newest id down.
+  let pagesAsked = 0;
+  const anotherCursor = () => Buffer.from(JSON.stringify({ b: VOLUME.tasks + 1 - (pagesAsked++ % VOLUME.tasks) })).toString('base64url');
   // Reads first, on the seeded data alone: had they run after the writes, what they read (and
   // how much of it) would depend on how fast each server had just been inserting.
   return [
@@ -250,6 +256,13 @@ function scenarios(ctx) {
       name: 'GET /tasks?limit=50 (1 connection)',
       connections: 1,
       teamlog: { method: 'GET', path: '/api/v1/tasks?limit=50', headers: read },
+      bare: baselineList,
+    },
+    {
+      // A page read once: each request asks for another cursor, so no copy of it is kept
+      // (http/page-cache.ts) and every answer is read, presented and hashed afresh.
+      name: 'GET /tasks?limit=50&cursor=… (another page each time)',
+      teamlog: { method: 'GET', headers: read, setup: (r) => ({ ...r, path: `/api/v1/tasks?limit=50&cursor=${anotherCursor()}` }) },
       bare: baselineList,
     },
     { name: 'GET /tasks/:id', teamlog: { method: 'GET', headers: read, setup: (r) => ({ ...r, path: `/api/v1/tasks/${pick(ctx.taskIds)}` }) } },

@@ -23,10 +23,14 @@ WITH input AS (
   SELECT input.ord, inserted.id, inserted.project_id, inserted.title, inserted.description, inserted.status, inserted.assignee_id, inserted.created_by, inserted.version, inserted.created_at, inserted.updated_at FROM inserted JOIN input ON input.id = inserted.id;
 
 -- tasks.list (every filter) (assembled per call)
-SELECT id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at FROM tasks WHERE project_id = ANY (ARRAY(SELECT project_id FROM project_members WHERE user_id = $1)) AND project_id = $2 AND assignee_id = $3 AND status = $4 AND to_tsvector('simple', title || ' ' || description) @@ websearch_to_tsquery('simple', $5) AND id < $6 ORDER BY id DESC LIMIT $7;
+SELECT pg_current_snapshot()::text AS snapshot, NULL AS id, NULL AS project_id, NULL AS title, NULL AS description, NULL AS status, NULL AS assignee_id, NULL AS created_by, NULL AS version, NULL AS created_at, NULL AS updated_at
+UNION ALL
+(SELECT NULL, id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at FROM tasks WHERE project_id = ANY (ARRAY(SELECT project_id FROM project_members WHERE user_id = $1)) AND project_id = $2 AND assignee_id = $3 AND status = $4 AND to_tsvector('simple', title || ' ' || description) @@ websearch_to_tsquery('simple', $5) AND id < $6 AND pg_current_snapshot()::text IS DISTINCT FROM $7 ORDER BY id DESC LIMIT $8);
 
 -- tasks.list (no filter) (assembled per call)
-SELECT id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at FROM tasks  ORDER BY id DESC LIMIT $1;
+SELECT pg_current_snapshot()::text AS snapshot, NULL AS id, NULL AS project_id, NULL AS title, NULL AS description, NULL AS status, NULL AS assignee_id, NULL AS created_by, NULL AS version, NULL AS created_at, NULL AS updated_at
+UNION ALL
+(SELECT NULL, id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at FROM tasks WHERE pg_current_snapshot()::text IS DISTINCT FROM $1 ORDER BY id DESC LIMIT $2);
 
 -- tasks.lock (prepared)
 SELECT id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at FROM tasks WHERE id = $1 FOR NO KEY UPDATE;

@@ -29,7 +29,8 @@ import { usersRoutes } from './modules/users/users.routes.js';
 import { attachAuditWorkers } from './ops/audit-workers.js';
 import { registerHealth } from './ops/health.js';
 import { listenForSessionChanges } from './modules/sessions/sessions.cache.js';
-import { realtimeMetrics, registerMetrics, sessionCacheMetrics } from './ops/metrics.js';
+import { pageCacheMetrics, realtimeMetrics, registerMetrics, sessionCacheMetrics } from './ops/metrics.js';
+import { PAGE_CACHE_BYTES, PageCache } from './http/page-cache.js';
 import { registerVersion, versionInfo } from './ops/version.js';
 import { registerRealtimeDemo } from './realtime/demo-page.js';
 import { attachRealtime } from './realtime/realtime.js';
@@ -76,6 +77,9 @@ export async function buildApp(deps: Deps, services: Services) {
 
   registerMetrics(app, db, config);
   sessionCacheMetrics(app.metricsRegistry, deps.sessionCache);
+  // The task list's pages as last answered, each kept until the database changes (http/page-cache.ts).
+  const taskPages = new PageCache(PAGE_CACHE_BYTES);
+  pageCacheMetrics(app.metricsRegistry, 'tasks', taskPages);
   registerHealth(app, db, config.auditSealStallMs);
 
   const redis = config.redisUrl ? createRedis(config.redisUrl, deps.log) : undefined;
@@ -115,7 +119,7 @@ export async function buildApp(deps: Deps, services: Services) {
       await api.register(usersRoutes, { users: services.users });
       await api.register(profileRoutes, { users: services.users, audit: services.audit });
       await api.register(projectsRoutes, { projects: services.projects });
-      await api.register(tasksRoutes, { tasks: services.tasks });
+      await api.register(tasksRoutes, { tasks: services.tasks, pages: taskPages });
       await api.register(postsRoutes, { posts: services.posts });
       await api.register(messagesRoutes, { messages: services.messages });
       await api.register(notificationsRoutes, { notifications: services.notifications });

@@ -26,3 +26,12 @@ export function pageOf<T>(rows: T[], request: PageRequest, keyOf: (row: T) => nu
   const items = rows.slice(0, request.limit);
   return { items, next: keyOf(items[items.length - 1]!) };
 }
+
+/**
+ * A page read at a database snapshot (db/read-snapshot.ts): `page` is undefined when the caller
+ * said which snapshot its copy was read at and nothing has changed since, so the copy still is it.
+ */
+export interface PageAtSnapshot<T> {
+  snapshot: string;
+  page: Page<T> | undefined;
+}

@@ -192,6 +192,29 @@ export function sessionCacheMetrics(registry: Registry, cache: { readonly hits: 
   });
 }
 
+/** A list's kept pages (http/page-cache.ts): reads answered from a copy (hit) or from the rows (miss), and the copies held. */
+export function pageCacheMetrics(registry: Registry, list: string, cache: { readonly hits: number; readonly misses: number; readonly size: number }): void {
+  new Counter({
+    name: `teamlog_${list}_page_copies_total`,
+    help: `Reads of the ${list} list answered from a kept copy, the database having changed nothing since (hit), or from its rows (miss)`,
+    labelNames: ['result'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc({ result: 'hit' }, cache.hits);
+      this.inc({ result: 'miss' }, cache.misses);
+    },
+  });
+  new Gauge({
+    name: `teamlog_${list}_page_copies`,
+    help: `Pages of the ${list} list kept by this instance`,
+    registers: [registry],
+    collect() {
+      this.set(cache.size);
+    },
+  });
+}
+
 /**
  * The audit webhook's (docs/api.md 5.9), registered when AUDIT_WEBHOOK_URL is set. The lag is read
  * from the database at each scrape, so every instance reports the same, whichever delivers;

@@ -1,6 +1,7 @@
 // SQL for tasks.
 import { where } from '../../db/conditions.js';
 import type { Queryable } from '../../db/database.js';
+import { SNAPSHOT, rowsAtSnapshot, withSnapshotRow, type SnapshotRead } from '../../db/read-snapshot.js';
 import { dynamicStatement, query, statements } from '../../db/statements.js';
 import type { TaskStatus } from './tasks.status.js';
 
@@ -112,7 +113,7 @@ export interface TaskFilters {
   q?: string;
 }
 
-function listStatement(f: TaskFilters, beforeId: number | undefined, limit: number) {
+function listStatement(f: TaskFilters, beforeId: number | undefined, limit: number, unlessSnapshot: string | null) {
   const { clause, params, prepareAs } = where('tasks_list', [
     // An array from an InitPlan rather than a semi-join: the same scan, planned in a third of the time.
     [(p) => `project_id = ANY (ARRAY(SELECT project_id FROM project_members WHERE user_id = ${p}))`, f.memberId ?? undefined],
@@ -122,18 +123,26 @@ function listStatement(f: TaskFilters, beforeId: number | undefined, limit: numb
     // The expression of tasks_words_idx (migrations/0009), word for word: the index serves it.
     [(p) => `to_tsvector('simple', title || ' ' || description) @@ websearch_to_tsquery('simple', ${p})`, f.q, 'plan per value'],
     [(p) => `id < ${p}`, beforeId],
+    // The rows only when a transaction committed since the snapshot the caller's copy was read
+    // at (db/read-snapshot.ts): a one-time filter, so an unchanged page is never scanned.
+    [(p) => `${SNAPSHOT} IS DISTINCT FROM ${p}`, unlessSnapshot],
   ]);
   params.push(limit + 1);
-  return { text: `SELECT ${COLUMNS} FROM tasks ${clause} ORDER BY id DESC LIMIT $${params.length}`, params, prepareAs };
+  return { text: withSnapshotRow(COLUMNS, `SELECT ${COLUMNS} FROM tasks ${clause} ORDER BY id DESC LIMIT $${params.length}`), params, prepareAs };
 }
 
 // One statement per combination of filters (db/conditions.ts); the SQL file shows the extremes.
 dynamicStatement('tasks', 'list', {
-  'no filter': listStatement({ memberId: null }, undefined, 20).text,
-  'every filter': listStatement({ memberId: 1, project_id: 1, assignee_id: 1, status: 'TODO', q: 'x' }, 1, 20).text,
+  'no filter': listStatement({ memberId: null }, undefined, 20, null).text,
+  'every filter': listStatement({ memberId: 1, project_id: 1, assignee_id: 1, status: 'TODO', q: 'x' }, 1, 20, null).text,
 });
 
-export function listTasks(q: Queryable, f: TaskFilters, beforeId: number | undefined, limit: number): Promise<TaskRow[]> {
-  const s = listStatement(f, beforeId, limit);
-  return q.query<TaskRow>(s.text, s.params, { prepareAs: s.prepareAs });
+/**
+ * A page of tasks, newest first, read at `snapshot`; `rows` is undefined when that snapshot is
+ * `unlessSnapshot`, the one a copy of this page was read at: nothing has committed since, so
+ * the copy is still the page (db/read-snapshot.ts).
+ */
+export async function listTasks(q: Queryable, f: TaskFilters, beforeId: number | undefined, limit: number, unlessSnapshot?: string): Promise<SnapshotRead<TaskRow[]>> {
+  const s = listStatement(f, beforeId, limit, unlessSnapshot ?? null);
+  return rowsAtSnapshot(unlessSnapshot, await q.query<TaskRow>(s.text, s.params, { prepareAs: s.prepareAs }));
 }

@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { API_PREFIX } from '../../http/conventions.js';
-import { pageRequest, sendPage } from '../../http/pagination.js';
+import { sendCachedPage, type PageCache } from '../../http/page-cache.js';
+import { pageRequest } from '../../http/pagination.js';
 import { expectedVersion, versionEtag } from '../../http/preconditions.js';
 import { authedContext } from '../../http/request-context.js';
 import { FreeText, Id, IdParams, IfMatchHeader, NoContent, NullableId, Page, PageQuery, StringEnum, Text, Timestamp, errorResponses, named } from '../../http/schemas.js';
@@ -66,7 +67,7 @@ const TaskQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const tasksRoutes: FastifyPluginAsyncTypebox<{ tasks: TasksService }> = async (app, { tasks }) => {
+export const tasksRoutes: FastifyPluginAsyncTypebox<{ tasks: TasksService; pages: PageCache }> = async (app, { tasks, pages }) => {
   app.get('/tasks', {
     schema: {
       operationId: 'listTasks', tags: ['tasks'], summary: 'Tasks of your projects (ADMIN: all), newest first',
@@ -75,8 +76,9 @@ export const tasksRoutes: FastifyPluginAsyncTypebox<{ tasks: TasksService }> = a
     },
     handler: async (request, reply) => {
       const { limit, cursor, ...filters } = request.query;
-      const page = await tasks.list(authedContext(request).actor, filters, pageRequest({ limit, cursor }));
-      return sendPage(request, reply, page, (ts) => ts.map(presentTask));
+      const { actor } = authedContext(request);
+      const page = pageRequest({ limit, cursor });
+      return sendCachedPage(request, reply, pages, actor, (since) => tasks.list(actor, filters, page, since), (ts) => ts.map(presentTask));
     },
   });
 

@@ -5,7 +5,7 @@ import type { Actor, ActorContext } from '../../context.js';
 import type { Deps } from '../../deps.js';
 import { authorize } from '../../domain/authorization.js';
 import { DomainError, invalid, notFound } from '../../domain/errors.js';
-import { pageOf, type PageRequest } from '../../domain/page.js';
+import { pageOf, type PageAtSnapshot, type PageRequest } from '../../domain/page.js';
 import { checkVersion, type ExpectedVersion } from '../../domain/versions.js';
 import { useCase, type UnitOfWork } from '../../use-cases/runner.js';
 import type { AuditAction } from '../audit/audit.writer.js';
@@ -60,11 +60,12 @@ export function createTasksService(deps: Deps) {
       return found.task;
     },
 
-    async list(actor: Actor, query: TaskQuery, page: PageRequest) {
+    /** A page of the caller's tasks; none when `unchangedSince` is still the database's snapshot. */
+    async list(actor: Actor, query: TaskQuery, page: PageRequest, unchangedSince?: string): Promise<PageAtSnapshot<TaskRow>> {
       // An empty or blank search (`?q=`) is no filter, not a search that matches nothing.
       const q = query.q?.trim() || undefined;
-      const rows = await repo.listTasks(db, { ...query, q, memberId: actor.role === 'ADMIN' ? null : actor.id }, page.after, page.limit);
-      return pageOf(rows, page);
+      const read = await repo.listTasks(db, { ...query, q, memberId: actor.role === 'ADMIN' ? null : actor.id }, page.after, page.limit, unchangedSince);
+      return { snapshot: read.snapshot, page: read.rows && pageOf(read.rows, page) };
     },
 
     async create(ctx: ActorContext, body: { project_id: number; title: string; description?: string; assignee_id?: number | null }): Promise<TaskRow> {
