@@ -9,7 +9,8 @@ ARG NODE_IMAGE=node:20-bookworm-slim
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
-# --ignore-scripts: the `prepare` script would build before the sources are copied in.
+# --ignore-scripts: the `prepare` script would build before the sources are copied in (and it
+# builds client/dist too, the client library's package, which the image does not use).
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json tsconfig.web.json ./
 COPY scripts/build.mjs scripts/build-web.mjs scripts/inputs-hash.mjs ./scripts/

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Run once by the postgres image on an empty data directory (docker-entrypoint-initdb.d):
 # creates the login the Teamlog instances run as, a member of teamlog_app and nothing else,
-# as the README's "Running on PostgreSQL" tells production to. The migrations (compose.yaml's
+# as docs/operations.md, "Running on PostgreSQL", tells production to. The migrations (compose.yaml's
 # one-shot `migrate` service, as the owner) then give teamlog_app its grants; the role is
 # created here exactly as migrations/R__privileges.sql would, so that the grant can be given now.
 set -eu

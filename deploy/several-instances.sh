@@ -2,7 +2,8 @@
 # Several Teamlog instances on one PostgreSQL and one Redis, the way README "Several instances"
 # describes, in one script (test/several-instances.test.ts runs it):
 #   1. as the database's owner: create the database if it is missing, apply the migrations, and
-#      make the login `teamlog`, a member of the restricted role teamlog_app and nothing more;
+#      make the login `teamlog`, a member of the restricted role teamlog_app and nothing more
+#      (each step finds what a previous run made, so the script can be run again);
 #   2. once: generate what every instance must share into a file of its own (mode 0600): the JWT
 #      secret, the audit signing key, the login's password and the first ADMIN's password;
 #   3. start the instances as `teamlog` (no right to change the schema; nothing to migrate), each
@@ -74,7 +75,15 @@ read -r ADMIN_URL DB_NAME APP_URL < <("$NODE" -e '
   console.log(admin.href, db, app.href);
 ' "$OWNER_URL" "$TEAMLOG_LOGIN" "$TEAMLOG_DB_PASSWORD")
 
-if [ "$(psql "$ADMIN_URL" -XAtq -v db="$DB_NAME" -c "SELECT 1 FROM pg_database WHERE datname = :'db'")" != "1" ]; then
+# The statement goes in on stdin: psql substitutes variables (:'db') there, never in -c. A psql
+# that fails here stops the script (set -e), rather than being taken for a missing database.
+exists="$(psql "$ADMIN_URL" -XAtq -v ON_ERROR_STOP=1 -v db="$DB_NAME" <<'SQL'
+SELECT 1 FROM pg_database WHERE datname = :'db'
+SQL
+)"
+if [ "$exists" = "1" ]; then
+  say "the database $DB_NAME exists"
+else
   say "creating the database $DB_NAME"
   psql "$ADMIN_URL" -Xq -v ON_ERROR_STOP=1 -v db="$DB_NAME" <<'SQL'
 SELECT format('CREATE DATABASE %I', :'db') \gexec

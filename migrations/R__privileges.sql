@@ -19,6 +19,9 @@ GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO teamlog_app;
 -- Append-only evidence: no UPDATE, DELETE or TRUNCATE, whatever the triggers say.
 REVOKE UPDATE, DELETE, TRUNCATE ON audit_log FROM teamlog_app;
 REVOKE UPDATE, DELETE, TRUNCATE ON audit_seal_batches, audit_tiles, audit_signing_keys, audit_checkpoints, audit_log_origin FROM teamlog_app;
+-- Witnesses' cosignatures are kept as they came (migrations/0017); each witness's state and the
+-- submitter's lease are working state, updated in place.
+REVOKE UPDATE, DELETE, TRUNCATE ON audit_cosignatures FROM teamlog_app;
 -- The outbox and its batches are written once and only ever deleted (pruning): never updated.
 REVOKE UPDATE ON outbox, outbox_batches FROM teamlog_app;
 -- Erasing personal data is an operator's act (teamlog audit redact), not the service's.

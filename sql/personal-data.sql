@@ -10,3 +10,6 @@ WITH erased AS (DELETE FROM audit_personal_data WHERE lower(value) = lower($1) R
 
 -- personal-data.find (planned per call)
 SELECT ref, subject_user_id, value, encode(salt, 'hex') AS salt FROM audit_personal_data WHERE ref = ANY ($1::text[]);
+
+-- personal-data.sample (planned per call)
+SELECT ref, subject_user_id, value, encode(salt, 'hex') AS salt FROM audit_personal_data ORDER BY ref LIMIT $1;

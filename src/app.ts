@@ -5,7 +5,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { trustedNetworks } from './config.js';
 import type { Deps } from './deps.js';
 import { requestLinesOf } from './logger.js';
-import { API_PREFIX, registerConventions, requestId, rewriteUrl } from './http/conventions.js';
+import { API_PREFIX, isApiRequest, registerConventions, requestId, rewriteUrl } from './http/conventions.js';
 import { clientErrorHandler, frameworkErrors, registerErrorHandler } from './http/error-handler.js';
 import { registerIdempotency } from './http/idempotency.js';
 import { registerDocs, swaggerOptions } from './http/openapi.js';
@@ -80,14 +80,14 @@ export async function buildApp(deps: Deps, services: Services) {
   // The task list's pages as last answered, each kept until the database changes (http/page-cache.ts).
   const taskPages = new PageCache(PAGE_CACHE_BYTES);
   pageCacheMetrics(app.metricsRegistry, 'tasks', taskPages);
-  registerHealth(app, db, config.auditSealStallMs);
+  registerHealth(app, db, config.auditSealStallMs, () => services.evidence.witnessing.health(config.auditWitnessMaxAgeMs));
 
   const redis = config.redisUrl ? createRedis(config.redisUrl, deps.log) : undefined;
   if (redis) app.addHook('onClose', () => letGo(redis));
 
   // The general rate limit, before authentication: an address over it is refused without a
   // session lookup, and every /api answer counts, a 401 or a 404 too (rate-limit.ts).
-  await registerRateLimit(app, {
+  const generalLimit = await registerRateLimit(app, {
     perMinute: config.rateLimitPerMinute,
     redis,
     keyPrefix: config.redisKeyPrefix,
@@ -105,9 +105,10 @@ export async function buildApp(deps: Deps, services: Services) {
   app.addHook('onClose', async () => unlistenSessions?.());
   app.decorateRequest('actor', undefined);
   // No route takes OPTIONS: a preflight carries no credentials, and one that CORS did not answer
-  // is answered 204 with Allow (conventions.ts).
+  // is answered 204 with Allow (conventions.ts). Which routes are the API's is judged on the
+  // route matched, never on the URL's spelling (conventions.ts, isApiRequest).
   app.addHook('onRequest', async (request) => {
-    if (request.is404 || request.method === 'OPTIONS' || !request.url.startsWith(`${API_PREFIX}/`) || request.routeOptions.config.public) return;
+    if (request.is404 || request.method === 'OPTIONS' || !isApiRequest(request) || request.routeOptions.config.public) return;
     request.actor = await services.auth.authenticate(request.headers.authorization);
   });
   registerIdempotency(app, db);
@@ -135,7 +136,7 @@ export async function buildApp(deps: Deps, services: Services) {
   await registerDocs(app);
   registerRealtimeDemo(app);
   registerAuditConsole(app);
-  realtimeMetrics(app.metricsRegistry, attachRealtime(app, deps, services, redis).io);
+  realtimeMetrics(app.metricsRegistry, attachRealtime(app, deps, services, redis, generalLimit).io);
   attachAuditWorkers(app, deps, services.evidence);
   return app;
 }

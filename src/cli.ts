@@ -1,15 +1,15 @@
 // The `teamlog` command (bin/teamlog.js runs the compiled dist/cli.js). It reads the same
 // environment as the server and runs the same code: loadConfig, the migrations, createDeps,
-// the users repository and the audit writer. Exit codes: 0 done, 1 refused or failed,
-// 2 a usage or configuration error.
+// the users repository and the audit writer. Exit codes (cli/support.ts, EXIT): 0 done,
+// 1 refused or failed, 2 a usage or configuration error, 3 a check that could not be made.
 import './process/heap-settings.js';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { ConfigError, loadConfig, loadEnvFile, unknownEnvFileKeys } from './config.js';
+import { ConfigError, loadConfig, loadEnvFile, unknownEnvFileKeys, type Config } from './config.js';
 import { DataDirLockedError, lockDataDir } from './ops/data-dir-lock.js';
 import { auditCommand } from './cli/audit.js';
 import { witnessCommand } from './cli/witness.js';
-import { CliError, UsageError, cliLogger, databaseLabel, options, out, type Command, type CommandGroup } from './cli/support.js';
+import { CliError, EXIT, NotCheckedError, UsageError, cliLogger, databaseLabel, fitColumns, options, out, type Command, type CommandGroup } from './cli/support.js';
 
 // Each command imports what it needs when it runs, so that --help and usage errors answer at
 // once instead of first loading the database drivers and the whole app.
@@ -20,8 +20,9 @@ const COMMANDS: Record<string, Command | CommandGroup> = {
     summary: 'Apply pending schema migrations and list what was applied',
     details:
       'Migrates MIGRATION_DATABASE_URL (an owner connection), else DATABASE_URL, else the embedded\n' +
-      'database under DATA_DIR. Running it again applies nothing. A server start applies pending migrations\n' +
-      'only with MIGRATION_DATABASE_URL, or a DATABASE_URL login allowed to; on a current schema it runs nothing.',
+      'database under DATA_DIR. Running it again applies nothing. A server start applies pending\n' +
+      'migrations only with MIGRATION_DATABASE_URL, or a DATABASE_URL login allowed to; on a current\n' +
+      'schema it runs nothing.',
     async run(args) {
       options(args, {});
       const config = loadConfig();
@@ -73,11 +74,13 @@ const COMMANDS: Record<string, Command | CommandGroup> = {
       const password = config.adminPassword ?? generatePassword();
       if (!Value.Check(NewPassword, password)) throw new ConfigError('ADMIN_PASSWORD must have 10 to 1024 characters and no NUL');
 
+      await requireDeploymentKey(config);
       const log = await cliLogger();
       const unlock = config.databaseUrl ? () => {} : lockDataDir(config.dataDir);
       const db = await openDatabase(config, (err) => log.warn(`database connection error: ${(err as Error).message}`));
       try {
-        const { users } = createServices(createDeps(config, db, log));
+        // The service's warnings (a JWT_SECRET from a file, to share between instances) are for a server's log.
+        const { users } = createServices(createDeps(config, db, await cliLogger('error')));
         const passwordHash = await hashPassword(password, config.passwordHashCost);
         const requestId = `cli-${randomUUID()}`;
         const user = await users.createAdmin(systemContext(requestId), { email, name, passwordHash, via: 'cli' });
@@ -96,24 +99,43 @@ const COMMANDS: Record<string, Command | CommandGroup> = {
   witness: witnessCommand,
 };
 
+/**
+ * The CREATE_USER record commits to the email under the deployment's personal-data key. On the
+ * embedded database the CLI and the server share DATA_DIR, and its key; a DATABASE_URL
+ * deployment's key is in its instances' environment, or its own secrets directory: one made up
+ * here would be no instance's, and that record would later fail verification.
+ */
+async function requireDeploymentKey(config: Config): Promise<void> {
+  if (!config.databaseUrl || config.auditPersonalDataSecret !== undefined || config.jwtSecret !== undefined) return;
+  const { existsSync } = await import('node:fs');
+  const { JWT_SECRET_FILE, secretsDir } = await import('./secrets.js');
+  const file = path.join(secretsDir(config), JWT_SECRET_FILE);
+  if (existsSync(file)) return;
+  throw new CliError(
+    `the record of the new ADMIN commits to its email under this deployment's key, and none is at hand: JWT_SECRET and ` +
+      `AUDIT_PERSONAL_DATA_SECRET are unset, and ${file} does not exist. Run it with the JWT_SECRET (or AUDIT_PERSONAL_DATA_SECRET) ` +
+      "that this database's instances have. Nothing was changed.",
+  );
+}
+
 /** Every command, a group's subcommands in its place. */
 const listed = (): Command[] => Object.values(COMMANDS).flatMap((c) => ('subcommands' in c ? Object.values(c.subcommands) : [c]));
 
+/** Each command's usage, its summary under it: a usage as long as audit export's does not fit beside it. */
 function help(): string {
-  const width = Math.max(...listed().map((c) => c.usage.length));
-  return [
+  return fitColumns([
     'Usage: teamlog <command> [options]',
     '       teamlog --version',
     '',
     'Commands:',
-    ...listed().map((c) => `  ${c.usage.padEnd(width)}  ${c.summary}`),
+    ...listed().flatMap((c) => [`  ${c.usage}`, `        ${c.summary}`]),
     '',
     'Configuration is read from the environment (and ./.env), as for the server: DATABASE_URL (and',
     'MIGRATION_DATABASE_URL) for PostgreSQL, else the embedded database under DATA_DIR',
     '(default ./data). The embedded database allows one process at a time: stop the server first.',
     '',
     'Run "teamlog <command> --help" for details.',
-  ].join('\n');
+  ].join('\n'));
 }
 
 /** "teamlog 0.1.0 (commit 1c49ad4…)": the commit from TEAMLOG_COMMIT or the build, when known. */
@@ -163,22 +185,25 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   if (args.includes('--help') || args.includes('-h')) {
-    out(`Usage: ${command.usage}\n\n${command.summary}.\n${command.details}`);
+    out(fitColumns(`Usage: ${command.usage}\n\n${command.summary}.\n${command.details}`));
     return 0;
   }
   try {
     const envFile = loadEnvFile();
     if (envFile) for (const warning of unknownEnvFileKeys(envFile)) process.stderr.write(`teamlog: ${warning}\n`);
-    await command.run(args);
-    return 0;
+    return (await command.run(args)) ?? EXIT.done;
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`teamlog ${name}: ${err.message}\nUsage: ${command.usage}\n`);
+      process.stderr.write(`teamlog ${name}: ${err.message}\n${fitColumns(`Usage: ${command.usage}`)}\n`);
       return 2;
     }
     if (err instanceof ConfigError) {
       process.stderr.write(`teamlog ${name}: configuration error: ${err.message}\n`);
       return 2;
+    }
+    if (err instanceof NotCheckedError) {
+      process.stderr.write(`teamlog ${name}: could not check: ${err.message}\n`);
+      return EXIT.notChecked;
     }
     if (err instanceof CliError || err instanceof DataDirLockedError) {
       process.stderr.write(`teamlog ${name}: ${err.message}\n`);

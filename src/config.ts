@@ -5,6 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { BlockList, isIP } from 'node:net';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
+import { parsePolicy, type Policy } from './tlog/policy.js';
 
 export interface Config {
   port: number;
@@ -46,6 +47,12 @@ export interface Config {
   auditSealStallMs: number;
   auditWebhookUrl: string | undefined;
   auditWebhookSecret: string | undefined;
+  /** The witnesses asked to cosign checkpoints and the quorum (AUDIT_WITNESS_POLICY, a C2SP tlog-policy file), read at start. */
+  auditWitnessPolicy: WitnessPolicyFile | undefined;
+  /** The least time between two submissions to one witness. */
+  auditWitnessIntervalMs: number;
+  /** The newest witnessed checkpoint lagging this long behind a newer one makes /health/ready "degraded". */
+  auditWitnessMaxAgeMs: number;
   /** What keys the refs that audit records hold for personal values; undefined: the JWT secret (secrets.ts). */
   auditPersonalDataSecret: string | undefined;
   /** Secrets that keyed those refs before a rotation, so that verification can still check the values stored under them. */
@@ -56,6 +63,13 @@ export interface Config {
   databaseStartupTimeoutMs: number;
   /** The commit this build is of (TEAMLOG_COMMIT), for GET /api/v1/version. */
   commit: string | undefined;
+}
+
+/** AUDIT_WITNESS_POLICY: the file, its text (served by GET /audit-logs/witnesses) and the policy read from it. */
+export interface WitnessPolicyFile {
+  file: string;
+  text: string;
+  policy: Policy;
 }
 
 /** One or more invalid settings; `problems` has one sentence per variable. */
@@ -176,9 +190,10 @@ export function settingNames(): string[] {
 }
 
 /**
- * Variables a .env may hold for others than Teamlog: compose.yaml's own (the same .env gives it
- * its passwords and port; test/containers.test.ts holds it to these and the settings), and the
- * PostgreSQL driver's PG* defaults (PGSSLMODE, PGSSLROOTCERT, …), which it reads beside DATABASE_URL.
+ * Variables a .env may hold for others than Teamlog: compose.yaml's own (its passwords and port
+ * belong in deploy/.env, but an env file given to compose may be any; test/containers.test.ts
+ * holds compose.yaml to these and the settings), and the PostgreSQL driver's PG* defaults
+ * (PGSSLMODE, PGSSLROOTCERT, …), which it reads beside DATABASE_URL.
  */
 const READ_BY_OTHERS = new Set(['POSTGRES_PASSWORD', 'TEAMLOG_DB_PASSWORD', 'TEAMLOG_PORT']);
 const PG_DRIVER = /^PG[A-Z_]+$/;
@@ -302,6 +317,9 @@ export function loadConfig(env: Env = process.env): Config {
     auditSealStallMs: () => int(env, 'AUDIT_SEAL_STALL_MS', 60_000, 1000, 86_400_000),
     auditWebhookUrl: () => url(env, 'AUDIT_WEBHOOK_URL', ['http:', 'https:']),
     auditWebhookSecret: () => str(env, 'AUDIT_WEBHOOK_SECRET'),
+    auditWitnessPolicy: () => witnessPolicy(str(env, 'AUDIT_WITNESS_POLICY')),
+    auditWitnessIntervalMs: () => int(env, 'AUDIT_WITNESS_INTERVAL_MS', 60_000, 100, 86_400_000),
+    auditWitnessMaxAgeMs: () => int(env, 'AUDIT_WITNESS_MAX_AGE_MS', 600_000, 1000, 30 * 86_400_000),
     auditPersonalDataSecret: () => {
       const secret = str(env, 'AUDIT_PERSONAL_DATA_SECRET');
       if (secret !== undefined && secret.length < MIN_SECRET) throw new ConfigError(`AUDIT_PERSONAL_DATA_SECRET must have at least ${MIN_SECRET} characters`);
@@ -333,6 +351,28 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (problems.size > 0) throw new ConfigError([...problems]);
   return config as Config;
+}
+
+/**
+ * Reads and parses the witness policy file (C2SP tlog-policy). Its `log` lines, if any, are held
+ * to the service's own key once that is known (evidence/witness.submitter.ts, at start).
+ */
+function witnessPolicy(file: string | undefined): WitnessPolicyFile | undefined {
+  if (file === undefined) return undefined;
+  const resolved = path.resolve(file);
+  let text: string;
+  try {
+    text = readFileSync(resolved, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`AUDIT_WITNESS_POLICY: ${resolved} could not be read: ${(err as Error).message}`);
+  }
+  try {
+    return { file: resolved, text, policy: parsePolicy(text) };
+  } catch (err) {
+    // A PolicyError names the line; anything else the policy's text raises is as much its problem.
+    const message = err instanceof Error ? err.message : String(err);
+    throw new ConfigError(`AUDIT_WITNESS_POLICY (${resolved}): ${message}`);
+  }
 }
 
 /** undefined where the parser fails: for a value that another setting reports under its own name. */

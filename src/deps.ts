@@ -44,6 +44,8 @@ export interface TestHooks {
    * revocation delivered meanwhile passes by.
    */
   afterHandshakeSessionCheck?: () => Promise<void>;
+  /** Called as a socket handshake looks its session up (realtime/handshake.ts): a test counts the lookups the general limit spares. */
+  onHandshakeSessionLookup?: () => void;
   /** Awaited while an audit scan holds its slot, before it reads anything (http/scan-slots.ts): a test holds scans open. */
   whileScanHolds?: (kind: 'export' | 'verify') => Promise<void>;
 }

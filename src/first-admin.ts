@@ -1,5 +1,8 @@
 // The first ADMIN, created at start when none exists: from ADMIN_EMAIL/ADMIN_PASSWORD, or as
-// admin@localhost with a random password written to DATA_DIR/initial-admin-password (0600).
+// admin@localhost with a random password written to initial-admin-password (0600) in the
+// database's secrets directory: DATA_DIR for the embedded database, a directory of its own for
+// a DATABASE_URL deployment (secrets.ts, secretsDir), so that trying PostgreSQL in a checkout
+// never overwrites the password of the embedded database's ADMIN.
 // It is the same use case as `teamlog create-admin` (users.createAdmin): a CREATE_USER record
 // with a null actor and a null address.
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -9,6 +12,7 @@ import { systemContext } from './context.js';
 import type { Deps } from './deps.js';
 import { hashPassword } from './modules/auth/auth.passwords.js';
 import { anyAdmin } from './modules/users/users.repository.js';
+import { secretsDir } from './secrets.js';
 import { createServices } from './services.js';
 
 export const INITIAL_PASSWORD_FILE = 'initial-admin-password';
@@ -32,8 +36,9 @@ export async function ensureFirstAdmin(deps: Deps): Promise<FirstAdminOutcome> {
   // Written before commit: if it cannot be written, no admin exists whose password nobody knows.
   const writePasswordFile = () => {
     if (config.adminPassword !== undefined) return;
-    passwordFile = path.join(config.dataDir, INITIAL_PASSWORD_FILE);
-    mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+    const dir = secretsDir(config);
+    passwordFile = path.join(dir, INITIAL_PASSWORD_FILE);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
     writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 });
     // The mode option only applies when the file is new; an old file keeps its own.
     chmodSync(passwordFile, 0o600);

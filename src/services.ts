@@ -33,6 +33,7 @@ export function createServices(deps: Deps) {
       // The API's verifications and exports: off the main thread, at a low priority (scan.pool.ts).
       scanThreads: deps.config.maxConcurrentAuditScans,
       onScanWarning: (err) => deps.log.warn({ err }, 'an audit scan worker thread\'s database connection failed'),
+      ...(deps.config.auditWitnessPolicy ? { witnessPolicy: deps.config.auditWitnessPolicy } : {}),
     }),
     redaction: createRedactionService(deps),
   };

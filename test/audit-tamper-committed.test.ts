@@ -135,7 +135,8 @@ describe('a truncated tail (newest records, their seals, nodes and checkpoints d
         await database.drop();
         dropped = true;
       }
-      const env = { DATA_DIR: dir, AUDIT_SIGNING_KEY: TEST_SIGNING_KEY, ...(database.databaseUrl ? { DATABASE_URL: database.databaseUrl } : {}) };
+      // The deployment's keys, as its operator runs the CLI: without JWT_SECRET its personal values would go unchecked (exit 3).
+      const env = { DATA_DIR: dir, AUDIT_SIGNING_KEY: TEST_SIGNING_KEY, JWT_SECRET: server.config.jwtSecret!, ...(database.databaseUrl ? { DATABASE_URL: database.databaseUrl } : {}) };
       const savedFile = path.join(dir, 'saved.note');
       const olderFile = path.join(dir, 'older.note');
       writeFileSync(savedFile, saved);

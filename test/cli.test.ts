@@ -3,14 +3,18 @@
 // database on the PostgreSQL pass.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { LOCK_FILE } from '../src/ops/data-dir-lock.js';
+import { settled } from './helpers/audit-log.js';
 import { runTeamlog, useCliDatabase, type CliResult } from './helpers/cli.js';
 import { ROOT } from './helpers/paths.js';
+import { freePort } from './helpers/process.js';
 import { auditRows, Client, login } from './helpers/client.js';
+import { onPostgres, TEST_SIGNING_KEY } from './helpers/server.js';
 
 const VERSIONS = readdirSync(path.join(ROOT, 'migrations'))
   .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
@@ -23,8 +27,10 @@ const REPEATABLE = readdirSync(path.join(ROOT, 'migrations'))
   .sort();
 const REQUEST_ID = /\bcli-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/;
 
+/** The keys of the file's test servers (helpers/server.ts): the CLI runs as their deployment's operator would. */
+const JWT_SECRET = 'test-secret-'.padEnd(48, 'x');
 /** An empty database (the CLI migrates it) and a data directory, shared by the CLI and the file's test servers. */
-const world = useCliDatabase({ prefix: 'teamlog-cli-', database: 'empty' });
+const world = useCliDatabase({ prefix: 'teamlog-cli-', database: 'empty', env: { JWT_SECRET, AUDIT_SIGNING_KEY: TEST_SIGNING_KEY } });
 const { runCli, withServer } = world;
 /** Request ids printed by every successful create-admin of this file: the only CLI records there may be. */
 const cliRequestIds = new Set<string>();
@@ -110,6 +116,91 @@ test('create-admin without ADMIN_PASSWORD prints a generated password once; a se
   });
 });
 
+test('audit verify without the deployment\'s key for personal values verifies the rest, says what it could not check, exits 3, and never calls a record FAILED', async () => {
+  const email = `verifier-${unique()}@example.com`;
+  const password = `verifier-password-${unique()}`;
+  await createAdmin(email, { ADMIN_PASSWORD: password });
+  // Sealed and signed by a server of this deployment: records naming emails (personal values) under a checkpoint.
+  await withServer(async (server) => void (await settled(server, await login(server, email, password))), { env: { AUDIT_CHECKPOINT_INTERVAL_MS: '100' } });
+  const notFailed = (r: CliResult) => assert.doesNotMatch(r.stdout + r.stderr, /FAILED|first bad record/, r.stdout + r.stderr);
+
+  const right = await runCli(['audit', 'verify']);
+  assert.equal(right.code, 0, right.stdout + right.stderr);
+  assert.match(right.stdout, /^OK: \d+ records and [1-9]\d* checkpoints verified in .*; personal values: [1-9]\d* checked/);
+
+  const none = await runCli(['audit', 'verify'], { JWT_SECRET: undefined });
+  assert.equal(none.code, 3, none.stdout + none.stderr);
+  assert.match(none.stdout, /^INCOMPLETE: \d+ records and [1-9]\d* checkpoints verified in /);
+  assert.match(none.stdout, /^ {2}personal values: not checked: no key to check them with \(JWT_SECRET and AUDIT_PERSONAL_DATA_SECRET are unset/m);
+  notFailed(none);
+
+  // Another deployment's key: none of the stored values matches under it, so it cannot be this deployment's.
+  const other = await runCli(['audit', 'verify'], { JWT_SECRET: 'another-deployment-secret-'.padEnd(48, 'o') });
+  assert.equal(other.code, 3, other.stdout + other.stderr);
+  assert.match(other.stdout, /personal values: not checked: none of the \d+ stored values looked at matches its ref under the key at hand \(JWT_SECRET\)/);
+  notFailed(other);
+
+  // No signing key held outside the database: the checkpoints are checked under the registered keys, and that much is said.
+  const unanchored = await runCli(['audit', 'verify'], { AUDIT_SIGNING_KEY: undefined });
+  assert.equal(unanchored.code, 3, unanchored.stdout + unanchored.stderr);
+  assert.match(unanchored.stdout, /^ {2}the newest checkpoint: not checked: no key held outside the database to hold it to/m);
+  assert.match(unanchored.stdout, /--public-key/);
+  notFailed(unanchored);
+});
+
+test('DATABASE_URL=<deployment> audit verify never uses the embedded database\'s keys in DATA_DIR: it looks in the deployment\'s own directory', { skip: !onPostgres && 'server mode (the PostgreSQL pass)' }, async () => {
+  // The embedded database's key, beside its files, as `npm start` generates it.
+  writeFileSync(path.join(world.dataDir, 'jwt-secret'), `${'the-embedded-databases-secret-'.padEnd(48, 'e')}\n`, { mode: 0o600 });
+  try {
+    const r = await runCli(['audit', 'verify'], { JWT_SECRET: undefined });
+    assert.equal(r.code, 3, r.stdout + r.stderr);
+    const own = path.join(world.dataDir, 'postgres');
+    assert.match(r.stdout, new RegExp(`personal values: not checked: no key to check them with .*${own.replaceAll('.', '\\.')}/[^/ ]+/jwt-secret does not exist`));
+    assert.doesNotMatch(r.stdout + r.stderr, /FAILED/);
+  } finally {
+    rmSync(path.join(world.dataDir, 'jwt-secret'), { force: true });
+  }
+});
+
+test('create-admin for a DATABASE_URL deployment without its key refuses, and changes nothing', { skip: !onPostgres && 'server mode (the PostgreSQL pass)' }, async () => {
+  const email = `keyless-${unique()}@example.com`;
+  const r = await runCli(['create-admin', '--email', email], { JWT_SECRET: undefined, ADMIN_PASSWORD: 'keyless-password' });
+  assert.equal(r.code, 1, r.stdout + r.stderr);
+  assert.match(r.stderr, /commits to its email under this deployment's key, and none is at hand: JWT_SECRET and AUDIT_PERSONAL_DATA_SECRET are unset.*Nothing was changed/);
+  await withServer(async (server) => {
+    assert.deepEqual(await server.owner.query('SELECT id FROM users WHERE email = $1', [email]), []);
+  });
+});
+
+test('audit verify of a database that does not answer checks nothing, says so, and exits 3', async () => {
+  const r = await runCli(['audit', 'verify'], { DATABASE_URL: `postgres://teamlog@127.0.0.1:${await freePort()}/teamlog`, MIGRATION_DATABASE_URL: undefined });
+  assert.equal(r.code, 3, r.stdout + r.stderr);
+  assert.match(r.stderr, /^teamlog audit verify: could not check: nothing was checked: PostgreSQL at DATABASE_URL \(postgres:\/\/teamlog@127\.0\.0\.1:\d+\/teamlog\) did not answer/);
+  assert.doesNotMatch(r.stdout + r.stderr, /FAILED/);
+});
+
+test('the commands print none of the server\'s warnings about keys read or generated (JWT_SECRET, AUDIT_SIGNING_KEY)', async () => {
+  const output = path.join(world.dataDir, `export-${unique()}.ndjson`);
+  try {
+    const r = await runCli(['audit', 'export', '--output', output], { JWT_SECRET: undefined });
+    assert.equal(r.code, 0, r.stderr);
+    assert.doesNotMatch(r.stderr, /JWT_SECRET|AUDIT_SIGNING_KEY|is not set/);
+  } finally {
+    rmSync(output, { force: true });
+  }
+});
+
+test('audit verify with records committed after the last seal and no server to seal them: the rest verified, those not checked, exit 3', async () => {
+  // create-admin writes a record, and no server runs to seal it.
+  await createAdmin(`unsealed-${unique()}@example.com`, { ADMIN_PASSWORD: `unsealed-password-${unique()}` });
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const r = await runCli(['audit', 'verify'], { AUDIT_SEAL_STALL_MS: '1000' });
+  assert.equal(r.code, 3, r.stdout + r.stderr);
+  assert.match(r.stdout, /^INCOMPLETE: \d+ records and [1-9]\d* checkpoints verified in /);
+  assert.match(r.stdout, /^ {2}record \d+ and those after it: not checked: committed but not sealed \(sealing has stopped: /m);
+  assert.doesNotMatch(r.stdout + r.stderr, /FAILED/);
+});
+
 describe('the command line itself', { concurrency: true }, () => {
   test('create-admin refuses an invalid email with exit code 1', async () => {
     const r = await runCli(['create-admin', '--email', 'not-an-email'], { ADMIN_PASSWORD: 'long-enough-password' });
@@ -130,19 +221,23 @@ describe('the command line itself', { concurrency: true }, () => {
     try {
       // The lock as a running server holds it: a live process's pid (this test's).
       writeFileSync(path.join(held, LOCK_FILE), `${process.pid}\n`);
+      // Nothing could be checked: exit code 3, never a failure (docs/operations.md, "The command line").
       const verify = await runTeamlog(['audit', 'verify'], { DATA_DIR: held });
-      assert.equal(verify.code, 1, verify.stderr);
+      assert.equal(verify.code, 3, verify.stderr);
+      assert.match(verify.stderr, /^teamlog audit verify: could not check: /);
       assert.match(verify.stderr, new RegExp(`in use by another Teamlog process \\(pid ${process.pid}\\)`));
       assert.match(verify.stderr, /^To verify while it runs, verify an export of the running server instead/m);
       assert.match(verify.stderr, /-H "Authorization: Bearer <an ADMIN's access token>" <server>\/api\/v1\/audit-logs\/export -o export\.ndjson$/m);
       assert.match(verify.stderr, /GET \/api\/v1\/audit-logs\/public-keys/);
       assert.ok(!/--url|--token/.test(verify.stderr), `it names a flag the CLI does not have:\n${verify.stderr}`);
-      // The command it shows is one the CLI takes: run as shown, it fails on the missing export (1), not on its usage (2).
+      // The command it shows is one the CLI takes: run as shown, it stops on the missing export (an
+      // input it cannot read, exit 2, as for verify-proof), not on its options.
       const shown = /^ {2}teamlog (audit verify .+)$/m.exec(verify.stderr)?.[1];
       assert.equal(shown, 'audit verify --file export.ndjson --public-key key.pem');
       const asShown = await runTeamlog(shown.split(' '), { DATA_DIR: held });
-      assert.equal(asShown.code, 1, asShown.stderr);
+      assert.equal(asShown.code, 2, asShown.stderr);
       assert.match(asShown.stderr, /cannot read the export export\.ndjson: ENOENT/);
+      assert.doesNotMatch(asShown.stderr, /FAILED|unknown option/);
 
       const exported = await runTeamlog(['audit', 'export'], { DATA_DIR: held });
       assert.equal(exported.code, 1, exported.stderr);
@@ -163,5 +258,31 @@ describe('the command line itself', { concurrency: true }, () => {
     assert.match(r.stdout, /^Usage: teamlog <command>/);
     assert.match(r.stdout, /^ {2}teamlog migrate\b/m);
     assert.match(r.stdout, /^ {2}teamlog create-admin --email/m);
+  });
+
+  test('--help fits in 100 columns, the list of commands and each command\'s own', async () => {
+    const top = await runCli(['--help']);
+    const commands = [...top.stdout.matchAll(/^ {2}teamlog ((?:[a-z][a-z-]* ?)+)/gm)].map((m) => m[1]!.trim().split(' '));
+    assert.ok(commands.length >= 7, top.stdout);
+    const helps = await Promise.all(commands.map((words) => runCli([...words, '--help'])));
+    for (const [i, r] of [top, ...helps].entries()) {
+      assert.equal(r.code, 0, r.stderr);
+      const wide = r.stdout.split('\n').filter((line) => line.length > 100);
+      assert.deepEqual(wide, [], `teamlog ${i === 0 ? '' : `${commands[i - 1]!.join(' ')} `}--help has lines wider than 100 columns`);
+    }
+  });
+
+  test('npm install links node_modules/.bin/teamlog, so that npx runs the command without first reading the installed tree', () => {
+    const scripts = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+    assert.match(scripts.prepare!, /^node scripts\/link-bin\.mjs && /);
+    // Run again (as every npm install does), it leaves the link as it is.
+    for (let i = 0; i < 2; i++) assert.equal(spawnSync(process.execPath, [path.join(ROOT, 'scripts/link-bin.mjs')]).status, 0);
+    assert.equal(realpathSync(path.join(ROOT, 'node_modules/.bin/teamlog')), realpathSync(path.join(ROOT, 'bin/teamlog.js')));
+  });
+
+  test('npm run seed compiles only what changed, as npm start does', () => {
+    const scripts = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+    assert.equal(scripts.seed, 'node scripts/build.mjs --if-changed && node dist/seed.js');
+    assert.match(scripts.prestart!, /scripts\/build\.mjs --if-changed/);
   });
 });

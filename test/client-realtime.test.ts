@@ -3,14 +3,10 @@
 // committed meanwhile (the client resumes with last_event_id); resync-required reaches the
 // application as a typed event with the advice to reload; ADMINs get the /admin audit stream
 // and others are told no; one namespace disconnects and reconnects (resuming or live only)
-// while the other stays connected; and the README's example is examples/quickstart.ts and runs.
+// while the other stays connected. (The README's example, examples/quickstart.mjs, is run from the
+// packed tarball by test/client-package.test.ts.)
 import assert from 'node:assert/strict';
-import { transformSync } from 'esbuild';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { after, test } from 'node:test';
-import { pathToFileURL } from 'node:url';
 import { createClient, type RealtimeEvents, type TeamlogClient } from '../client/src/index.js';
 import { randomIp, type Session } from './helpers/client.js';
 import { addMember, createProject, postMessage } from './helpers/factories.js';
@@ -156,24 +152,4 @@ test('disconnect(\'/admin\') leaves / connected; connecting again replays what w
   assert.deepEqual(connects.slice(2), [undefined], 'live only');
   assert.deepEqual(records, [seen.id, missed.id, after.id], 'each once');
   assert.equal(admin.realtime.connected('/'), true);
-});
-
-test('the README\'s example is examples/quickstart.ts, and it runs against a real server', async () => {
-  const example = readFileSync('client/examples/quickstart.ts', 'utf8');
-  const readme = readFileSync('client/README.md', 'utf8');
-  assert.ok(readme.includes(`\`\`\`ts\n${example}\`\`\``), 'README.md shows examples/quickstart.ts verbatim');
-  // Compiled and run as a user of the package would, its import pointed at the package's source
-  // (the suite's own form of it: index.js compiled, or index.ts through tsx).
-  const dir = mkdtempSync(path.join(tmpdir(), 'teamlog-quickstart-'));
-  try {
-    const file = path.join(dir, 'quickstart.mjs');
-    const source = example.replace("from '@teamlog/client'", `from '${new URL('../client/src/index.js', import.meta.url).href}'`);
-    writeFileSync(file, transformSync(source, { loader: 'ts', format: 'esm' }).code);
-    const { quickstart } = (await import(pathToFileURL(file).href)) as { quickstart: (u: string, e: string, p: string) => Promise<Array<{ status: string }>> };
-    const me = await h.newUser();
-    const updates = await quickstart(h.server.url, me.email, me.password);
-    assert.deepEqual(updates.map((t) => t.status), ['IN_PROGRESS', 'CANCELED']);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
 });

@@ -1,8 +1,9 @@
 // A .env whose variable no setting reads: a typo there would otherwise be a silent default.
-// The server and the CLI warn at start, naming the setting that was probably meant.
+// The server and the CLI warn at start, naming the setting that was probably meant. And the
+// .env is the server's alone: compose's secrets live in deploy/.env.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -86,5 +87,56 @@ describe('a .env variable that no setting reads', () => {
     assert.deepEqual(stderr.split('\n').filter((l) => l.includes(' in .env ')), EXPECTED.map((w) => `teamlog: ${w}`));
     assert.match(stderr, /--email is required/);
     assert.equal(stdout, '');
+  });
+});
+
+// compose.yaml's secrets are compose's, in a file of its own: the .env that `npm start` reads is
+// the embedded database's, and a signing key put there for compose made `npm start` refuse to
+// start on its existing data (issue 41).
+describe('compose\'s secrets file, deploy/.env', () => {
+  const compose = readFileSync(path.join(ROOT, 'compose.yaml'), 'utf8');
+
+  test('every secret compose.yaml requires names deploy/.env and --env-file in its message; none names the .env beside it', () => {
+    const required = [...compose.replace(/^\s*#.*$/gm, '').matchAll(/\$\{([A-Z_]+):\?([^}]*)\}/g)].map((m) => ({ name: m[1]!, message: m[2]! }));
+    assert.ok(required.length >= 5, 'compose.yaml requires no variable');
+    for (const { name, message } of required) {
+      assert.match(message, /deploy\/\.env/, `\${${name}}'s message does not name deploy/.env`);
+      assert.match(message, /--env-file deploy\/\.env/, `\${${name}}'s message does not say --env-file`);
+      assert.doesNotMatch(message, /in \.env\b/, `\${${name}}'s message names the .env that npm start reads`);
+    }
+  });
+
+  test('docs/operations.md writes the secrets into deploy/.env and runs every compose command with it', () => {
+    const docs = readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8');
+    const containers = docs.slice(docs.indexOf('## Containers'), docs.indexOf('\n## ', docs.indexOf('## Containers') + 1));
+    assert.match(containers, /> deploy\/\.env\)/);
+    assert.doesNotMatch(containers, />>? \.env\b/);
+    const commands = [...containers.matchAll(/^docker compose .*$/gm)].map((m) => m[0]);
+    assert.ok(commands.length >= 3);
+    for (const command of commands) assert.match(command, /^docker compose --env-file deploy\/\.env /);
+  });
+
+  test('git and the image\'s build context leave deploy/.env out', () => {
+    const ignored = spawnSync('git', ['check-ignore', '-q', 'deploy/.env'], { cwd: ROOT });
+    assert.equal(ignored.status, 0, 'git would commit deploy/.env');
+    assert.match(readFileSync(path.join(ROOT, '.dockerignore'), 'utf8'), /^deploy\/\.env$/m);
+  });
+
+  test('a server started in the project reads ./.env, never deploy/.env: compose\'s keys do not reach the embedded database', async () => {
+    const project = mkdtempSync(path.join(tmpdir(), 'teamlog-compose-env-'));
+    try {
+      mkdirSync(path.join(project, 'deploy'));
+      // A key no server would accept (it is not a PEM): read, it would stop the start.
+      writeFileSync(path.join(project, 'deploy', '.env'), 'AUDIT_SIGNING_KEY=not-a-key\nPOSTGRES_PASSWORD=for-compose\n');
+      const proc = await spawnServer({ DATA_DIR: path.join(project, 'data') }, { cwd: project });
+      try {
+        await proc.waitReady();
+        assert.doesNotMatch(proc.output(), /Environment read from|AUDIT_SIGNING_KEY:/);
+      } finally {
+        assert.equal(await proc.stop(), 0);
+      }
+    } finally {
+      rmSync(project, { recursive: true, force: true });
+    }
   });
 });

@@ -54,12 +54,18 @@ describe('a list page answered from its copy', () => {
   });
 
   test('a page read again is answered from its copy, as GET /metrics counts', async () => {
+    // Any commit makes a copy stale, the sealer's and the relay's included, and they still work
+    // on the set-up's writes for a moment: read until nothing has committed between two reads.
     const query = `project_id=${projectId}&limit=3`;
+    const first = await page(member, query);
     const before = await copiesServed();
-    await readUntilCopied(member, query);
-    assert.equal(await copiesServed(), before + 1, 'read once, kept on the second read, served on the third');
-    await page(member, query);
-    assert.equal(await copiesServed(), before + 2);
+    let served = before;
+    for (let i = 0; i < 50 && served === before; i++) {
+      const again = await page(member, query);
+      assert.equal(again.text, first.text, 'nothing changed: the same page');
+      served = await copiesServed();
+    }
+    assert.ok(served > before, 'once the database is quiet, the page is answered from its copy');
   });
 
   test('the copy carries the same body, ETag, Link and 304 as a fresh read', async () => {

@@ -4,6 +4,7 @@
 // serve, share sessions and the first ADMIN, and keep one verifiable audit log. Around it, what
 // an operator gets wrong: pending migrations and no owner URL, and a signing key that differs
 // from the one the log trusts. Each start refuses with a message naming the setting to fix.
+// Last, the recipe is run a second time on what the first made, as an operator re-runs it.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -75,43 +76,61 @@ function readEnvFile(file: string): Record<string, string> {
   );
 }
 
+/** One run of the recipe, as the README shows it, with its instances on `port` and `port + 1`. */
+interface RecipeRun {
+  script: ChildProcess;
+  urls: string[];
+  output(): string;
+  readonly exited: boolean;
+}
+
+function runRecipe(database: string, stateDir: string, port: number): RecipeRun {
+  const script = spawn('bash', [SCRIPT], {
+    cwd: stateDir,
+    env: {
+      PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '',
+      OWNER_URL: urlOf(database), REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: `${database}:`, FIRST_PORT: String(port),
+      STATE_DIR: path.join(stateDir, 'state'), TEAMLOG_LOGIN: LOGIN, ADMIN_EMAIL: 'ops@recipe.test',
+      NODE_ARGS: NODE_ARGS.join(' '), SERVER_JS: entryFile('src/server'), CLI_JS: entryFile('src/cli'),
+      TSX_TSCONFIG_PATH: path.join(ROOT, 'tsconfig.json'), AUDIT_CHECKPOINT_INTERVAL_MS: '200', LOG_LEVEL: 'info',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  let exited = false;
+  script.stdout!.on('data', (d) => (output += d));
+  script.stderr!.on('data', (d) => (output += d));
+  script.on('exit', () => (exited = true));
+  return { script, urls: [port, port + 1].map((p) => `http://127.0.0.1:${p}`), output: () => output, get exited() { return exited; } };
+}
+
+/** Stops a run (SIGTERM, as Ctrl-C would) and waits for it. */
+async function stopRecipe(run: RecipeRun): Promise<void> {
+  if (run.exited) return;
+  const done = new Promise((resolve) => run.script.once('exit', resolve));
+  run.script.kill('SIGTERM');
+  await done;
+}
+
 describe('the several-instances recipe (deploy/several-instances.sh)', { skip: needsRedis }, () => {
   const database = `teamlog_recipe_${process.pid}`;
   const stateDir = mkdtempSync(path.join(tmpdir(), 'teamlog-recipe-'));
-  let script: ChildProcess;
-  let output = '';
-  let exited = false;
+  let run: RecipeRun;
+  let output = () => '';
   let urls: string[] = [];
   let shared: Record<string, string>;
+  let again: RecipeRun | undefined;
 
   before(async () => {
     await adminQuery(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    const port = await twoFreePorts();
-    urls = [port, port + 1].map((p) => `http://127.0.0.1:${p}`);
-    script = spawn('bash', [SCRIPT], {
-      cwd: stateDir,
-      env: {
-        PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '',
-        OWNER_URL: urlOf(database), REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: `${database}:`, FIRST_PORT: String(port),
-        STATE_DIR: path.join(stateDir, 'state'), TEAMLOG_LOGIN: LOGIN, ADMIN_EMAIL: 'ops@recipe.test',
-        NODE_ARGS: NODE_ARGS.join(' '), SERVER_JS: entryFile('src/server'), CLI_JS: entryFile('src/cli'),
-        TSX_TSCONFIG_PATH: path.join(ROOT, 'tsconfig.json'), AUDIT_CHECKPOINT_INTERVAL_MS: '200', LOG_LEVEL: 'info',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    script.stdout!.on('data', (d) => (output += d));
-    script.stderr!.on('data', (d) => (output += d));
-    script.on('exit', () => (exited = true));
-    const view = { output: () => output, get exited() { return exited; } };
-    for (const url of urls) await waitReady(url, view);
+    run = runRecipe(database, stateDir, await twoFreePorts());
+    ({ urls, output } = run);
+    for (const url of urls) await waitReady(url, run);
     shared = readEnvFile(path.join(stateDir, 'state', 'shared.env'));
   });
 
   after(async () => {
-    if (script && !exited) {
-      script.kill('SIGTERM');
-      await new Promise((resolve) => script.once('exit', resolve));
-    }
+    for (const r of [run, again]) if (r) await stopRecipe(r);
     await adminQuery(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => {});
     rmSync(stateDir, { recursive: true, force: true });
   });
@@ -209,10 +228,9 @@ describe('the several-instances recipe (deploy/several-instances.sh)', { skip: n
   });
 
   test('the recipe stops every instance on SIGTERM', async () => {
-    const pids = [...output.matchAll(/\(pid (\d+),/g)].map((m) => Number(m[1]));
-    assert.equal(pids.length, 2, output);
-    script.kill('SIGTERM');
-    await new Promise((resolve) => (exited ? resolve(undefined) : script.once('exit', resolve)));
+    const pids = [...output().matchAll(/\(pid (\d+),/g)].map((m) => Number(m[1]));
+    assert.equal(pids.length, 2, output());
+    await stopRecipe(run);
     for (const pid of pids) {
       let alive = true;
       for (let i = 0; i < 50 && alive; i++) {
@@ -225,5 +243,23 @@ describe('the several-instances recipe (deploy/several-instances.sh)', { skip: n
       }
       assert.equal(alive, false, `instance pid ${pid} outlived the recipe`);
     }
+  });
+
+  test('run again on the same state, it finds the database, the login and the secrets it made, and serves the same log', async () => {
+    assert.ok(run.exited, 'the first run still runs');
+    again = runRecipe(database, stateDir, await twoFreePorts());
+    for (const url of again.urls) await waitReady(url, again);
+    assert.match(again.output(), new RegExp(`the database ${database} exists`));
+    assert.doesNotMatch(again.output(), /creating the database|already exists|generating the shared secrets/, again.output());
+    assert.deepEqual(readEnvFile(path.join(stateDir, 'state', 'shared.env')), shared, 'the shared secrets were made again');
+    // The first run's ADMIN, project and evidence, served by the second run's instances.
+    const [a, b] = again.urls as [string, string];
+    const login = await api<{ access_token: string }>(a, 'POST', '/auth/login', { email: 'ops@recipe.test', password: shared.ADMIN_PASSWORD });
+    assert.equal(login.status, 200, JSON.stringify(login.body));
+    const projects = await api<{ data: Array<{ name: string }> }>(b, 'GET', '/projects', undefined, login.body.access_token);
+    assert.deepEqual(projects.body.data.map((p) => p.name), ['Recipe']);
+    const verdict = await api<{ ok: boolean }>(b, 'GET', '/audit-logs/verify', undefined, login.body.access_token);
+    assert.equal(verdict.body.ok, true, JSON.stringify(verdict.body));
+    await stopRecipe(again);
   });
 });

@@ -14,10 +14,11 @@ import { ensureFirstAdmin } from '../src/first-admin.js';
 import { createLogger } from '../src/logger.js';
 import { DataDirLockedError, LOCK_FILE, lockDataDir } from '../src/ops/data-dir-lock.js';
 import { createDeps } from '../src/runtime.js';
-import { loadSecrets } from '../src/secrets.js';
+import { loadSecrets, secretsDir } from '../src/secrets.js';
 import net from 'node:net';
 import { entryArgs, ROOT } from './helpers/paths.js';
 import { freePort, spawnServer, type ServerProcess } from './helpers/process.js';
+import { adminQuery } from './helpers/postgres.js';
 import { createTestDatabase, needsPostgres, onPostgres, type TestDatabase } from './helpers/server.js';
 
 
@@ -67,15 +68,18 @@ describe('a first start on an empty DATA_DIR without ADMIN_PASSWORD', () => {
   let env: Record<string, string>;
   let first: ServerProcess;
   let password: string;
+  /** Where its generated files go: DATA_DIR, or in server mode the directory named for its database (secrets.ts). */
+  let secrets: string;
 
   before(async () => {
     // On the PostgreSQL pass the server runs in server mode; DATA_DIR then holds only its files.
     if (onPostgres) database = await createTestDatabase();
     env = { DATA_DIR: dataDir, ...(database ? { DATABASE_URL: database.databaseUrl! } : {}) };
+    secrets = secretsDir(loadConfig(env));
     first = await spawnServer(env);
     await first.waitReady();
     await first.waitForOutput('/docs');
-    password = readFileSync(path.join(dataDir, 'initial-admin-password'), 'utf8').trim();
+    password = readFileSync(path.join(secrets, 'initial-admin-password'), 'utf8').trim();
   });
 
   after(async () => {
@@ -85,7 +89,8 @@ describe('a first start on an empty DATA_DIR without ADMIN_PASSWORD', () => {
   });
 
   test('creates admin@localhost, whose password is in DATA_DIR/initial-admin-password (mode 0600) and logs in', async () => {
-    assert.equal(statSync(path.join(dataDir, 'initial-admin-password')).mode & 0o777, 0o600);
+    assert.equal(statSync(path.join(secrets, 'initial-admin-password')).mode & 0o777, 0o600);
+    if (database) assert.ok(!existsSync(path.join(dataDir, 'initial-admin-password')), 'server mode wrote the embedded database\'s password file');
     assert.ok(password.length >= 10);
     const res = await postJson(`${first.url}/api/v1/auth/login`, { email: 'admin@localhost', password });
     assert.equal(res.status, 200);
@@ -93,15 +98,16 @@ describe('a first start on an empty DATA_DIR without ADMIN_PASSWORD', () => {
   });
 
   test('generates DATA_DIR/jwt-secret with mode 0600', () => {
-    const file = path.join(dataDir, 'jwt-secret');
+    const file = path.join(secrets, 'jwt-secret');
     assert.equal(statSync(file).mode & 0o777, 0o600);
     assert.ok(readFileSync(file, 'utf8').trim().length >= 32);
   });
 
-  test('logs the /docs address and where the password is, never the password itself', () => {
+  test('logs the /docs and /console addresses and where the password is, never the password itself', () => {
     const output = first.output();
     assert.ok(output.includes(`${first.url}/docs`), `no /docs address in:\n${output}`);
-    assert.ok(output.includes(path.join(dataDir, 'initial-admin-password')), 'the log does not say where the password is');
+    assert.ok(output.includes(`${first.url}/console`), `no /console address in:\n${output}`);
+    assert.ok(output.includes(path.join(secrets, 'initial-admin-password')), 'the log does not say where the password is');
     assert.ok(!output.includes(password), 'the password was written to the output');
   });
 
@@ -144,7 +150,7 @@ describe('a first start on an empty DATA_DIR without ADMIN_PASSWORD', () => {
     try {
       await second.waitReady();
       await second.waitForOutput('/docs');
-      assert.equal(readFileSync(path.join(dataDir, 'initial-admin-password'), 'utf8').trim(), password);
+      assert.equal(readFileSync(path.join(secrets, 'initial-admin-password'), 'utf8').trim(), password);
       assert.ok(!second.output().includes('First ADMIN created'));
       assert.ok(!second.output().includes(password), 'the password was written to the output');
       const login = await postJson(`${second.url}/api/v1/auth/login`, { email: 'admin@localhost', password });
@@ -201,6 +207,79 @@ test('two instances starting together on one PostgreSQL database create exactly 
   } finally {
     await Promise.all(pools.map((db) => db.close()));
     await database.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+describe('a DATABASE_URL start on the DATA_DIR of an embedded database (trying PostgreSQL in a checkout that runs on the embedded one)', { skip: needsPostgres }, () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-both-'));
+  const files = ['initial-admin-password', 'jwt-secret', 'audit-signing-key.pem'];
+  let database: TestDatabase | undefined;
+  let before: Record<string, string> = {};
+
+  after(async () => {
+    await database?.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  test('leaves the embedded database\'s keys and its ADMIN\'s password file alone, keeps its own in a directory named for its database, and names the files it does not use', async () => {
+    database = await createTestDatabase();
+    const embedded = await spawnServer({ DATA_DIR: dataDir });
+    await embedded.waitReady();
+    await embedded.waitForOutput('/docs');
+    assert.equal(await embedded.stop(), 0);
+    before = Object.fromEntries(files.map((f) => [f, readFileSync(path.join(dataDir, f), 'utf8')]));
+
+    // As docs/operations.md shows it, in the same checkout: DATABASE_URL, and nothing else changed.
+    const env = { DATA_DIR: dataDir, DATABASE_URL: database.databaseUrl! };
+    const server = await spawnServer(env);
+    await server.waitReady();
+    await server.waitForOutput('/docs');
+    assert.equal(await server.stop(), 0);
+    for (const f of files) assert.equal(readFileSync(path.join(dataDir, f), 'utf8'), before[f], `server mode rewrote ${f}`);
+    const own = secretsDir(loadConfig(env));
+    assert.match(own, /\/postgres\/[^/]+-\d+-teamlog_test_\w+$/);
+    for (const f of files) assert.ok(existsSync(path.join(own, f)), `${f} is not in ${own}`);
+    assert.ok(server.output().includes(`First ADMIN created: admin@localhost; the password is in ${path.join(own, 'initial-admin-password')}`), server.output());
+    assert.match(server.output(), /jwt-secret and \S+audit-signing-key\.pem belong to the embedded database; this DATABASE_URL deployment keeps its own in /);
+  });
+
+  test('back on the embedded database, its log points at its own password file, whose password still logs in', async () => {
+    assert.ok(before['initial-admin-password'], 'the first test made the embedded database');
+    const again = await spawnServer({ DATA_DIR: dataDir });
+    try {
+      await again.waitReady();
+      await again.waitForOutput('/docs');
+      assert.ok(again.output().includes(`generated password is in ${path.join(dataDir, 'initial-admin-password')}`), again.output());
+      const login = await postJson(`${again.url}/api/v1/auth/login`, { email: 'admin@localhost', password: before['initial-admin-password']!.trim() });
+      assert.equal(login.status, 200);
+    } finally {
+      assert.equal(await again.stop(), 0);
+    }
+  });
+});
+
+test('a DATABASE_URL login that is not a member of teamlog_app is refused at start, naming the grant and the docs section', { skip: needsPostgres }, async () => {
+  const database = await createTestDatabase();
+  const login = `teamlog_not_member_${process.pid}`; // generated here, never input
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'teamlog-not-member-'));
+  await adminQuery(`DROP ROLE IF EXISTS ${login}`);
+  await adminQuery(`CREATE ROLE ${login} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
+  try {
+    const url = Object.assign(new URL(database.databaseUrl!), { username: login }).href;
+    const proc = await spawnServer({ DATA_DIR: dataDir, DATABASE_URL: url, JWT_SECRET: 'not-member-secret-'.padEnd(48, 'n') });
+    assert.equal(await proc.exited, 1, proc.output());
+    assert.match(
+      proc.output(),
+      new RegExp(`^Teamlog cannot start: the login of DATABASE_URL \\("${login}"\\) was refused: permission denied for table schema_migrations\\. ` +
+        `The service's login must be a member of teamlog_app: as the database's owner, run GRANT teamlog_app TO "${login}"; then start again ` +
+        '\\(docs/operations\\.md, "Running on PostgreSQL"\\)', 'm'),
+    );
+    // The section it names is there.
+    assert.match(readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8'), /^## Running on PostgreSQL$/m);
+  } finally {
+    await database.drop();
+    await adminQuery(`DROP ROLE IF EXISTS ${login}`);
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
@@ -360,7 +439,7 @@ describe('configuration that helps', { concurrency: true }, () => {
         await proc.waitForOutput('/docs');
         assert.match(proc.output(), new RegExp(`Environment read from ${path.join(dir, '.env').replaceAll('.', '\\.')}`));
         assert.match(proc.output(), /First ADMIN created: dotenv-admin@example\.com with the password from ADMIN_PASSWORD/);
-        assert.ok(existsSync(path.join(dataDir, 'jwt-secret')), 'DATA_DIR from .env was not used');
+        assert.ok(existsSync(path.join(secretsDir(loadConfig({ DATA_DIR: dataDir, DATABASE_URL: database?.databaseUrl })), 'jwt-secret')), 'DATA_DIR from .env was not used');
         const login = await postJson(`${proc.url}/api/v1/auth/login`, { email: 'dotenv-admin@example.com', password: 'from the .env file' });
         assert.equal(login.status, 200);
       } finally {

@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { test } from 'node:test';
 import { cosignCheckpoint, cosigner, formatCosignatureVerifierKey } from '../src/tlog/cosignature.js';
-import { inclusionProof, leafHash, TreeBuilder, type Hash } from '../src/tlog/merkle.js';
+import { leafHash } from '../src/tlog/merkle.js';
+import { keptTree } from './helpers/tlog-vectors.js';
 import { parsePolicy } from '../src/tlog/policy.js';
 import { ProofError, TLOG_PROOF_HEADER, formatTlogProof, parseTlogProof, verifyTlogProof, type TlogProof } from '../src/tlog/proof-bundle.js';
 import { formatCheckpoint, formatVerifierKey, noteSigner, signNote } from '../src/tlog/signed-note.js';
@@ -25,19 +26,13 @@ quorum both
 /** A tree of `size` entries, every node kept, and its checkpoint signed by the log and cosigned by both witnesses. */
 function loggedTree(size: number) {
   const entries = Array.from({ length: size }, (_, i) => Buffer.from(JSON.stringify({ seq: i, action: 'task.update' })));
-  const nodes = new Map<string, Hash>();
-  const tree = new TreeBuilder();
-  entries.forEach((e, i) => {
-    const leaf = leafHash(e);
-    nodes.set(`0/${i}`, leaf);
-    for (const { key, hash } of tree.append(leaf)) nodes.set(`${key.level}/${key.index}`, hash);
-  });
-  const text = formatCheckpoint({ origin: log.name, treeSize: size, rootHash: tree.root(), extensions: [] });
+  const tree = keptTree(entries);
+  const text = formatCheckpoint({ origin: log.name, treeSize: size, rootHash: tree.root, extensions: [] });
   const note = signNote(text, log) + cosignCheckpoint(text, w1, 1700000000) + cosignCheckpoint(text, w2, 1700000001);
   const proof = (index: number): TlogProof => ({
     extra: entries[index]!,
     index,
-    inclusionPath: inclusionProof(index, size, (k) => nodes.get(`${k.level}/${k.index}`)!),
+    inclusionPath: tree.inclusionPath(index),
     checkpoint: note,
   });
   return { entries, text, note, proof };

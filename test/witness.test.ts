@@ -1,7 +1,6 @@
 // `teamlog witness keygen|serve`, a C2SP tlog-witness (C2SP/C2SP tlog-witness.md), as an operator
 // runs it: real processes, real HTTP, a log made here with src/tlog/ and its own key.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -14,7 +13,7 @@ import {
 } from '../src/tlog/signed-note.js';
 import { stateFile } from '../src/witness/witness.state.js';
 import { runTeamlog } from './helpers/cli.js';
-import { entryArgs, ROOT } from './helpers/paths.js';
+import { serveWitness, stopWitnessProcess } from './helpers/witness.js';
 
 const ORIGIN = 'log.example/witnessed';
 const WITNESS = 'witness.example/w1';
@@ -38,34 +37,6 @@ interface Answer { status: number; type: string | null; text: string }
 async function post(url: string, payload: string, init: RequestInit = {}): Promise<Answer> {
   const res = await fetch(`${url}/add-checkpoint`, { method: 'POST', body: payload, ...init });
   return { status: res.status, type: res.headers.get('content-type'), text: await res.text() };
-}
-
-interface Witness { url: string; child: ChildProcess; exited: Promise<number | null>; output(): string }
-
-/** `teamlog witness serve` on a free port; resolves once it says where it listens. */
-function serve(dir: string, extra: string[] = []): Promise<Witness> {
-  const args = ['witness', 'serve', '--key', path.join(dir, 'witness.key'), '--logs', path.join(dir, 'logs.txt'),
-    '--port', '0', '--data', path.join(dir, 'state'), ...extra];
-  const child = spawn(process.execPath, [...entryArgs('src/cli'), ...args], {
-    cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return new Promise((resolve, reject) => {
-    const onData = (d: Buffer) => {
-      output += d.toString();
-      const url = /listening on (http:\/\/\S+)/.exec(output)?.[1];
-      if (url) resolve({ url, child, exited, output: () => output });
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    void exited.then((code) => reject(new Error(`witness exited with ${code}: ${output}`)));
-  });
-}
-
-async function stop(w: Witness, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
-  if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill(signal);
-  return w.exited;
 }
 
 /** The witness's cosignatures in a 200's body, each checked against its vkey. */
@@ -137,7 +108,7 @@ describe('teamlog witness serve', () => {
   });
 
   test('cosigns a first checkpoint and a consistent later one, and refuses each bad request with the spec\'s status', async () => {
-    const w = await serve(dir);
+    const w = await serveWitness(dir);
     try {
       const cp5 = checkpoint(log.signer, 5);
       assertCosigned(await post(w.url, body(0, [], cp5.note)), cp5, witnessKey);
@@ -183,12 +154,12 @@ describe('teamlog witness serve', () => {
       // The same checkpoint again is cosigned again; it is still the latest.
       assertCosigned(await post(w.url, body(20, [], cp20.note)), cp20, witnessKey);
     } finally {
-      assert.equal(await stop(w), 0);
+      assert.equal(await stopWitnessProcess(w), 0);
     }
   });
 
   test('keeps its state across a restart: the old size it cosigned is required', async () => {
-    const w = await serve(dir);
+    const w = await serveWitness(dir);
     try {
       assertConflict(await post(w.url, body(0, [], checkpoint(log.signer, 25).note)), 20);
       // A signature by a key it does not know is ignored, as the spec says: the log's own suffices.
@@ -199,14 +170,14 @@ describe('teamlog witness serve', () => {
       assert.equal(answer.status, 200, answer.text);
       assert.equal(verifyCosignature(cp25.text, openNote(cp25.note + answer.text, [log.verifier]).signatures.at(-1)!, witnessKey).ok, true);
     } finally {
-      await stop(w);
+      await stopWitnessProcess(w);
     }
   });
 
   test('after a kill -9 during or right after a cosignature, it never cosigns a smaller size or another root at a size it cosigned', async () => {
     let held = 25;
     for (const target of [30, 35]) {
-      const w = await serve(dir);
+      const w = await serveWitness(dir);
       const cp = checkpoint(log.signer, target);
       const pending = post(w.url, body(held, consistencyProof(held, target, (k) => node(k)), cp.note)).catch(() => undefined);
       // The first round is killed as soon as the request is sent; the second right after its answer.
@@ -215,7 +186,7 @@ describe('teamlog witness serve', () => {
       await w.exited;
       const first = answered ?? (await pending);
 
-      const again = await serve(dir);
+      const again = await serveWitness(dir);
       try {
         const probe = await post(again.url, body(0, [], checkpoint(log.signer, 1).note));
         assert.equal(probe.status, 409);
@@ -232,7 +203,7 @@ describe('teamlog witness serve', () => {
         }
         held = size;
       } finally {
-        await stop(again);
+        await stopWitnessProcess(again);
       }
     }
   });

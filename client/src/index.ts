@@ -16,7 +16,7 @@ export { TeamlogError, type FieldError } from './errors.js';
 export { localStorageStore, memoryStore, type SignOutReason, type StoredSession, type TokenStore, type AuthEvents } from './auth.js';
 export { Paginated } from './pages.js';
 export { Realtime, type Namespace, type RealtimeEvents, type RealtimeOptions, type ResyncRequired, type ServerEvents } from './realtime.js';
-export type { AuditExportQuery, AuditQuery, ChangeOptions, CreateOptions, RequestOptions } from './resources.js';
+export type { AuditExportQuery, AuditQuery, AuditStats, AuditStatsQuery, ChangeOptions, CreateOptions, RequestOptions } from './resources.js';
 export type * from './types.js';
 
 export interface ClientOptions {

@@ -3,19 +3,20 @@
 // with its cursor, for "load more" buttons and for resuming later.
 import type { Page } from './types.js';
 
-export class Paginated<T> implements AsyncIterable<T> {
+/** `P`: the page as the list answers it, when it carries more than its items (the audit log's `actors`). */
+export class Paginated<T, P extends Page<T> = Page<T>> implements AsyncIterable<T> {
   constructor(
-    private readonly fetchPage: (cursor: string | null) => Promise<Page<T>>,
+    private readonly fetchPage: (cursor: string | null) => Promise<P>,
     private readonly first: string | null = null,
   ) {}
 
   /** One page: from `cursor` (a page's next_cursor), or the first page of the query. */
-  page(cursor: string | null = this.first): Promise<Page<T>> {
+  page(cursor: string | null = this.first): Promise<P> {
     return this.fetchPage(cursor);
   }
 
   /** Page after page, until the last. */
-  async *pages(): AsyncGenerator<Page<T>, void, undefined> {
+  async *pages(): AsyncGenerator<P, void, undefined> {
     let cursor = this.first;
     do {
       const page = await this.fetchPage(cursor);

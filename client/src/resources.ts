@@ -3,7 +3,7 @@
 // changes send If-Match with the version last seen (opt out with `{ ifMatch: false }`).
 import type { CallOptions, Http } from './http.js';
 import { Paginated } from './pages.js';
-import type { BodyOf, ListQuery, OperationId, Page, QueryOf, ResultOf } from './types.js';
+import type { AuditListPage, AuditRecord, BodyOf, ListQuery, OperationId, Page, QueryOf, ResultOf } from './types.js';
 
 /** Options of one call: an AbortSignal, headers, and for creations and changes the keys that make them safe. */
 export type RequestOptions = Pick<CallOptions, 'signal' | 'headers'>;
@@ -116,12 +116,19 @@ export function notifications(http: Http) {
  */
 export type AuditQuery = ListQuery<'listAuditLogs'> & { q?: string };
 export type AuditExportQuery = Omit<AuditQuery, 'cursor' | 'limit'> & { format?: 'ndjson' | 'csv' };
+/** GET /audit-logs/stats's filters: the list's (and `q`), and the width of a bucket (default: by the window). */
+export type AuditStatsQuery = QueryOf<'getAuditStats'> & { q?: string };
+/** GET /audit-logs/stats's answer (docs/api.md section 4): the window, its buckets, the top actions and actors, the total. */
+export type AuditStats = ResultOf<'getAuditStats'>;
 
 export function auditLogs(http: Http) {
   const list = lister<'listAuditLogs'>(http, '/audit-logs');
   return {
-    /** GET /audit-logs (ADMIN): newest first, keyset pages. */
-    list: (query?: AuditQuery, opts?: RequestOptions) => list(query as ListQuery<'listAuditLogs'>, opts),
+    /**
+     * GET /audit-logs (ADMIN): newest first, keyset pages. With `include: 'actors'` each page
+     * carries `actors`, the page's actors by id ({email, name}); the records are the same.
+     */
+    list: (query?: AuditQuery, opts?: RequestOptions) => list(query as ListQuery<'listAuditLogs'>, opts) as Paginated<AuditRecord, AuditListPage>,
     get: (id: number, opts?: RequestOptions) => get<'getAuditLog'>(http, `/audit-logs/${id}`, opts),
     verify: (opts?: RequestOptions) => get<'verifyAuditLog'>(http, '/audit-logs/verify', opts),
     latestCheckpoint: (opts?: RequestOptions) => get<'getLatestCheckpoint'>(http, '/audit-logs/checkpoints/latest', opts),
@@ -134,6 +141,10 @@ export function auditLogs(http: Http) {
     /** A tlog-tiles tile (`0/x001/234`, `entries/000.p/7`), as bytes. */
     tile: async (tilePath: string, opts?: RequestOptions) =>
       (await http.call<Uint8Array>('GET', `/audit-logs/tlog/tile/${tilePath}`, { ...opts, as: 'bytes', headers: { accept: 'application/octet-stream', ...opts?.headers } })).data,
+    /** GET /audit-logs/stats (ADMIN): the query's records counted by hour or day, and its top actions and actors. */
+    stats: (query?: AuditStatsQuery, opts?: RequestOptions) => get<'getAuditStats'>(http, '/audit-logs/stats', { ...opts, query }),
+    /** GET /audit-logs/witnesses (ADMIN): the witness policy and each witness's state; 404 without a policy. */
+    witnesses: (opts?: RequestOptions) => get<'getAuditWitnesses'>(http, '/audit-logs/witnesses', opts),
     /** The export's URL for these filters (it needs the Authorization header: see export()). */
     exportUrl: (query?: AuditExportQuery) => http.url('/audit-logs/export', query),
     /** Streams the export (the Response, its body unread): `format` ndjson (default) or csv. */

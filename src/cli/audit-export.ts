@@ -27,9 +27,11 @@ export const auditExport: Command = {
   usage: 'teamlog audit export [--format ndjson|csv] [--output <file>] [--actor-id N] [--action A]… [--resource-type T] [--resource-id N] [--result R] [--from ISO] [--to ISO]',
   summary: 'Export the audit log, filtered, with proofs (NDJSON) or as CSV',
   details: [
-    'Writes to --output (or stdout). NDJSON carries each record\'s seq, leaf hash and inclusion proof, then the',
-    'signed checkpoint: check it anywhere with "teamlog audit verify --file <export> --public-key <key.pem>".',
-    'Filters as GET /audit-logs: --action may be repeated; --from is inclusive, --to exclusive (ISO 8601).',
+    'Writes to --output (or stdout). NDJSON carries each record\'s seq, leaf hash and inclusion proof,',
+    'then the signed checkpoint: check it anywhere with',
+    '  teamlog audit verify --file <export> --public-key <key.pem>',
+    'Filters as GET /audit-logs: --action may be repeated; --from is inclusive, --to exclusive',
+    '(ISO 8601).',
   ].join('\n'),
   async run(args) {
     const opts = options(args, {
@@ -67,7 +69,8 @@ export const auditExport: Command = {
       try {
         const db = await openDatabase(config, (err) => log.warn(`database connection error: ${(err as Error).message}`));
         try {
-          const { audit, evidence } = createServices(createDeps(config, db, log));
+          // The runtime's warnings (keys read from files, to share between instances) are a server's concern.
+          const { audit, evidence } = createServices(createDeps(config, db, await cliLogger('error')));
           await audit.recordExport(systemContext(`cli-${randomUUID()}`), format, filters);
           await pipeline(evidence.exportStream(filters, format), target);
         } finally {

@@ -78,7 +78,8 @@ export const auditRedact: Command = {
     }
     try {
       if (!url) await migrate(databaseSession(db));
-      const { redaction } = createServices(createDeps(config, db, log));
+      // The runtime's warnings (keys read from files, to share between instances) are a server's concern.
+      const { redaction } = createServices(createDeps(config, db, await cliLogger('error')));
       const requestId = `cli-${randomUUID()}`;
       const ctx = systemContext(requestId);
       const { valuesErased } = await ('userId' in target ? redaction.redactUser(ctx, target.userId) : redaction.redactEmail(ctx, target.email)).catch(refused);

@@ -31,6 +31,6 @@ export async function superuserLoginWarning(db: Database): Promise<string | unde
   if (!row?.superuser) return undefined;
   return (
     `DATABASE_URL logs in as the superuser "${row.login}": the service runs as teamlog_app, but a superuser login ` +
-    'could leave that role. In production use a login that is only a member of teamlog_app (see README, "Running on PostgreSQL").'
+    'could leave that role. In production use a login that is only a member of teamlog_app (docs/operations.md, "Running on PostgreSQL").'
   );
 }

@@ -34,8 +34,73 @@ export function requestId(req: { headers: Record<string, string | string[] | und
 /** Whether a URL (path and query) is under the current version's prefix, /api/v1. */
 export const isApiUrl = (url: string): boolean => url === API_PREFIX || url.startsWith(`${API_PREFIX}/`) || url.startsWith(`${API_PREFIX}?`);
 
-/** `/api/<rest>` is served as the current version, `/api/v1/<rest>`. */
-export function rewriteUrl(url: string): string {
+/** A path that matched no route but is the API's however it is spelled: `/API/v1`, `//api/v1`, `/api%2Fv1/…`. */
+const LOOSELY_API = /^(?:\/|%2f)+api(?:[/?#]|%2f|$)/i;
+
+/**
+ * Whether a request is the API's, for every decision that depends on it (the rate limit,
+ * authentication): judged on the route Fastify matched, never on how the URL was spelled. One
+ * that matched no route (a 404, a 405) is judged on its path read loosely, so that an unknown
+ * spelling of /api is refused like any unknown route and counted like one.
+ */
+export function isApiRequest(request: FastifyRequest): boolean {
+  const route = request.routeOptions.url;
+  return route === undefined ? LOOSELY_API.test(request.url) : isApiUrl(route);
+}
+
+/** Characters that mean the same percent-encoded or not (RFC 3986 section 2.3, unreserved). */
+const UNRESERVED = /^[A-Za-z0-9._~-]$/;
+const ESCAPE = /%([0-9A-Fa-f]{2})/g;
+
+/** `.` and `..` segments of an absolute path resolved (RFC 3986 section 5.2.4): `/api/v1/./tasks` is `/api/v1/tasks`. */
+function withoutDotSegments(path: string): string {
+  const segments = path.split('/');
+  const out: string[] = [];
+  for (let i = 1; i < segments.length; i++) {
+    const segment = segments[i]!;
+    if (segment !== '.' && segment !== '..') {
+      out.push(segment);
+      continue;
+    }
+    if (segment === '..') out.pop();
+    // A dot segment at the end leaves its directory: `/a/b/..` is `/a/`.
+    if (i === segments.length - 1) out.push('');
+  }
+  return `/${out.join('/')}`;
+}
+
+/**
+ * The request target in its canonical spelling (RFC 3986 section 6.2.2): percent-encoded
+ * unreserved characters decoded (`/%61pi` is `/api`), other escapes in upper case, dot segments
+ * resolved; the query as it came. Fastify's router decodes a path before it matches it, so
+ * `/%61pi/v1/auth/login` reached the login route while the hooks that read request.url saw a
+ * path outside /api: the rate limit did not count it, authentication skipped it, idempotency
+ * keyed it apart. Once rewritten, request.url is the path the route was matched on. Doubled
+ * slashes and case are left as they are: the router matches neither, so such a path is an
+ * unknown route (a 404, counted: isApiRequest).
+ */
+export function canonicalUrl(url: string): string {
+  if (!url.startsWith('/')) return url;
+  const percent = url.indexOf('%');
+  const dot = url.indexOf('/.');
+  if (percent === -1 && dot === -1) return url;
+  let end = url.search(/[?#]/);
+  if (end === -1) end = url.length;
+  if ((percent === -1 || percent > end) && (dot === -1 || dot > end)) return url;
+  let path = url.slice(0, end);
+  if (percent !== -1 && percent < end) {
+    path = path.replace(ESCAPE, (_, hex: string) => {
+      const char = String.fromCharCode(parseInt(hex, 16));
+      return UNRESERVED.test(char) ? char : `%${hex.toUpperCase()}`;
+    });
+  }
+  if (path.includes('/.')) path = withoutDotSegments(path);
+  return path + url.slice(end);
+}
+
+/** The request target canonical (canonicalUrl), and `/api/<rest>` served as the current version, `/api/v1/<rest>`. */
+export function rewriteUrl(raw: string): string {
+  const url = canonicalUrl(raw);
   if (isApiUrl(url)) return url;
   if (url.startsWith('/api/')) {
     return API_PREFIX + url.slice(4);

@@ -46,7 +46,8 @@ export const HEADERS: Record<string, Json> = {
     description:
       'Requests a minute this caller may make (RATE_LIMIT_PER_MINUTE), counted per user when authenticated, else per address. Every ' +
       '/api request counts, whatever it answers (a 401 for a missing, bad or revoked token, a 404, an unknown route: against the ' +
-      'address); an address whose minute is spent is refused before its token is looked up. Not sent while the limit is off (0).',
+      'address); an address whose minute is spent is refused before its token is looked up. A request counts as the route it reaches, ' +
+      'however its path is spelled, and a Socket.IO handshake counts too. Not sent while the limit is off (0).',
     schema: { type: 'integer', minimum: 1, maximum: 2_147_483_647, format: 'int32' },
     example: 3000,
   },

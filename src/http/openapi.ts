@@ -75,7 +75,8 @@ const DESCRIPTION = [
   '',
   '**Rate limit:** every /api request counts toward a general limit per user (per address before login), ' +
     'RATE_LIMIT_PER_MINUTE (default 3000): answers carry RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset, and past the ' +
-    'limit 429 RATE_LIMITED with Retry-After. Logins are throttled apart from it.',
+    'limit 429 RATE_LIMITED with Retry-After. A path counts as its canonical form (`/%61pi/v1/…` is `/api/v1/…`), and a Socket.IO ' +
+    'handshake counts like a request. Logins are throttled apart from it.',
   '',
   "**Authorization** is decided inside the transaction that makes the change: a caller who loses a right while the request is " +
     'in flight (removed, demoted, deactivated, logged out) either acted before or is refused. Resources a caller may not see ' +
@@ -177,11 +178,13 @@ const UNSCHEMED_ROUTES: Record<string, Json> = {
     description:
       `Answers 200 once the database answers (within 2 s), 503 while it does not. \`status\` is \`degraded\` (still 200) when committed audit records ` +
       'have waited longer than AUDIT_SEAL_STALL_MS for their seal and no seal was made meanwhile: `sealing` names the first record waiting, and the ' +
-      `service's log says why sealing stopped. ${PROBE_HEADERS_NOTE}`,
+      'service\'s log says why sealing stopped. With a witness policy (AUDIT_WITNESS_POLICY), also `degraded` when a checkpoint has waited longer than ' +
+      'AUDIT_WITNESS_MAX_AGE_MS for a witnessed one as new (the newest witnessed checkpoint is that old): `witnessing` says which is the newest witnessed ' +
+      `checkpoint and since when a newer one waits (GET /api/v1/audit-logs/witnesses says why). ${PROBE_HEADERS_NOTE}`,
     security: [{}],
     response: {
       200: {
-        description: 'The database answers; the audit log is being sealed (ready) or not (degraded)',
+        description: 'The database answers; the audit log is being sealed and witnessed (ready) or not (degraded)',
         type: 'object',
         properties: {
           status: { type: 'string', enum: ['ready', 'degraded'] },
@@ -195,6 +198,23 @@ const UNSCHEMED_ROUTES: Record<string, Json> = {
               seconds_since_last_seal: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, format: 'int64' },
             },
             required: ['stalled', 'first_unsealed_id', 'waiting_seconds'],
+          },
+          witnessing: {
+            type: 'object',
+            properties: {
+              stale: { type: 'boolean', enum: [true] },
+              newest_witnessed: {
+                type: ['object', 'null'],
+                properties: {
+                  tree_size: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, format: 'int64' },
+                  created_at: { type: 'string', format: 'date-time', maxLength: 24 },
+                },
+                required: ['tree_size', 'created_at'],
+              },
+              unwitnessed_since: { type: ['string', 'null'], format: 'date-time', maxLength: 24 },
+              unwitnessed_seconds: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, format: 'int64' },
+            },
+            required: ['stale', 'newest_witnessed', 'unwitnessed_since', 'unwitnessed_seconds'],
           },
         },
         required: ['status', 'database'],

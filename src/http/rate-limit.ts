@@ -13,10 +13,16 @@
 // next requests without a lookup until the window ends. Another instance learns it from its own
 // next request of that address: past the limit, each instance answers at most one more. While
 // an address is refused, so are the users behind it (a lookup is what the refusal saves).
+//
+// Which requests are the API's is decided on the route Fastify matched, whatever the URL's
+// spelling (conventions.ts, isApiRequest): `/%61pi/v1/auth/login` is the login route and counts
+// as such. A Socket.IO handshake counts like a request (realtime/handshake.ts, through the
+// GeneralLimit answered here): against its user, or its address when its token is refused; an
+// address refused here has its handshakes refused too, before their session is looked up.
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import type { Redis } from '../redis.js';
-import { isApiUrl as isApi } from './conventions.js';
+import { isApiRequest, isApiUrl } from './conventions.js';
 import { rateLimitedAnswer } from './errors.js';
 
 declare module 'fastify' {
@@ -35,6 +41,30 @@ export interface RateLimitOptions {
   onLimited?: () => void;
 }
 
+/**
+ * The general limit for callers that are not HTTP requests: a Socket.IO handshake
+ * (realtime/handshake.ts declares the same shape; app.ts hands this one over).
+ */
+export interface GeneralLimit {
+  /** Seconds until an address that spent its minute may come back, when this instance knows it did; else undefined. */
+  refusedFor(address: string): number | undefined;
+  /** Counts one request against the user, or against the address when there is none: the seconds to wait when it went past the limit. */
+  count(caller: { userId?: number; address: string }): Promise<number | undefined>;
+}
+
+/**
+ * What the plugin's counter is handed: the key, in the shape in which it reads a request (it
+ * looks for a group id in the route's config), so that requests and handshakes share counters.
+ */
+interface Counted {
+  key: string;
+  routeOptions: { config: Record<string, never> };
+}
+const NO_ROUTE = { config: {} };
+const counted = (key: string): FastifyRequest => ({ key, routeOptions: NO_ROUTE } satisfies Counted) as unknown as FastifyRequest;
+const keyOf = (userId: number | undefined, address: string) => (userId === undefined ? `ip:${address}` : `user:${userId}`);
+const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
+
 const WINDOW_MS = 60_000;
 /** Addresses remembered as over the limit, at most: past it, the expired ones go, then the oldest. */
 const MAX_BLOCKED = 10_000;
@@ -44,18 +74,20 @@ const MAX_BLOCKED = 10_000;
  * refuses an address over the limit before the session is looked up; each /api route gets a
  * hook that counts its authenticated caller (route hooks run after the instance's, so
  * authentication has named the caller by then); every other /api answer, the not-found
- * handler's included, is counted against its address as it is sent.
+ * handler's included, is counted against its address as it is sent. Answers the limit for
+ * Socket.IO handshakes (none when RATE_LIMIT_PER_MINUTE is 0).
  */
-export async function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions): Promise<void> {
-  if (opts.perMinute === 0) return;
+export async function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions): Promise<GeneralLimit | undefined> {
+  if (opts.perMinute === 0) return undefined;
   const max = opts.perMinute;
   const limited = opts.onLimited ?? (() => {});
-  // global: false: the plugin adds no hook of its own; its store and key are used below.
+  // global: false: the plugin adds no hook of its own; its store is used below, with the keys
+  // made here (user:<id>, or ip:<address>) for requests and handshakes alike.
   await app.register(rateLimit, {
     global: false,
     max,
     timeWindow: WINDOW_MS,
-    keyGenerator: (request: FastifyRequest) => (request.actor ? `user:${request.actor.id}` : `ip:${request.ip}`),
+    keyGenerator: (request: FastifyRequest) => (request as unknown as Counted).key,
     redis: opts.redis,
     nameSpace: `${opts.keyPrefix}rate-limit:`,
     // Redis unreachable: serve rather than refuse everyone; the outage is logged by the client.
@@ -78,33 +110,44 @@ export async function registerRateLimit(app: FastifyInstance, opts: RateLimitOpt
     blocked.set(address, Date.now() + ms);
   }
 
+  /** How long (ms) an address is still refused, if this instance saw it spend its minute. */
+  function blockedFor(address: string): number | undefined {
+    const until = blocked.get(address);
+    if (until === undefined) return undefined;
+    const left = until - Date.now();
+    if (left > 0) return left;
+    blocked.delete(address);
+    return undefined;
+  }
+
+  /** Counts one request of the user, or of the address when there is none; an address that spends its minute is refused from then on. */
+  async function tally(userId: number | undefined, address: string) {
+    const result = await count(counted(keyOf(userId, address)));
+    if (!result.isAllowed && userId === undefined && result.remaining === 0 && result.ttl > 0) block(address, result.ttl);
+    return result;
+  }
+
   function refuse(reply: FastifyReply, ms: number): never {
-    const seconds = Math.max(1, Math.ceil(ms / 1000));
+    const wait = seconds(ms);
     limited();
-    reply.header('ratelimit-limit', max).header('ratelimit-remaining', 0).header('ratelimit-reset', seconds);
-    throw rateLimitedAnswer(seconds, `More than ${max} requests a minute; try again in ${seconds} second${seconds === 1 ? '' : 's'}`);
+    reply.header('ratelimit-limit', max).header('ratelimit-remaining', 0).header('ratelimit-reset', wait);
+    throw rateLimitedAnswer(wait, `More than ${max} requests a minute; try again in ${wait} second${wait === 1 ? '' : 's'}`);
   }
 
   /** Counts the request against its user or address; answers whether it went past the limit, and when the window ends (ms). */
   async function countRequest(request: FastifyRequest, reply: FastifyReply): Promise<{ exceeded: boolean; ttl: number }> {
     request.rateLimitCounted = true;
-    const result = await count(request);
+    const result = await tally(request.actor?.id, request.ip);
     if (result.isAllowed) return { exceeded: false, ttl: 0 };
     reply.header('ratelimit-limit', result.max).header('ratelimit-remaining', result.remaining).header('ratelimit-reset', result.ttlInSeconds);
-    if (!request.actor && result.remaining === 0 && result.ttl > 0) block(request.ip, result.ttl);
     return { exceeded: result.isExceeded, ttl: result.ttl };
   }
 
   app.addHook('onRequest', async (request, reply) => {
     // request.ip runs proxy-addr over X-Forwarded-For when TRUST_PROXY is set: not while no address is blocked.
-    if (blocked.size === 0 || !isApi(request.url)) return;
-    const until = blocked.get(request.ip);
-    if (until === undefined) return;
-    const left = until - Date.now();
-    if (left <= 0) {
-      blocked.delete(request.ip);
-      return;
-    }
+    if (blocked.size === 0 || !isApiRequest(request)) return;
+    const left = blockedFor(request.ip);
+    if (left === undefined) return;
     request.rateLimitCounted = true;
     refuse(reply, left);
   });
@@ -115,13 +158,24 @@ export async function registerRateLimit(app: FastifyInstance, opts: RateLimitOpt
     if (exceeded) refuse(reply, ttl);
   };
   app.addHook('onRoute', (route) => {
-    if (!isApi(route.url)) return;
+    if (!isApiUrl(route.url)) return;
     const existing = route.onRequest;
     route.onRequest = (existing === undefined ? [] : ([] as onRequestHookHandler[]).concat(existing as onRequestHookHandler)).concat(countCaller) as typeof route.onRequest;
   });
 
   app.addHook('onSend', async (request, reply, payload) => {
-    if (!request.rateLimitCounted && isApi(request.url)) await countRequest(request, reply);
+    if (!request.rateLimitCounted && isApiRequest(request)) await countRequest(request, reply);
     return payload;
   });
+
+  return {
+    refusedFor(address) {
+      const left = blockedFor(address);
+      return left === undefined ? undefined : seconds(left);
+    },
+    async count({ userId, address }) {
+      const result = await tally(userId, address);
+      return !result.isAllowed && result.isExceeded ? seconds(result.ttl) : undefined;
+    },
+  };
 }

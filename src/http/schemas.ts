@@ -137,7 +137,7 @@ export const Page = <T extends TSchema>(item: T) => {
 
 /** Every code a problem can carry (docs/api.md section 2), and the statuses that carry it. */
 export const PROBLEM_CODES = {
-  400: ['VALIDATION_FAILED', 'MALFORMED_JSON', 'INVALID_QUERY'],
+  400: ['VALIDATION_FAILED', 'MALFORMED_JSON', 'INVALID_QUERY', 'WINDOW_TOO_WIDE'],
   401: ['UNAUTHENTICATED', 'INVALID_CREDENTIALS', 'TOKEN_EXPIRED', 'TOKEN_REVOKED'],
   403: ['FORBIDDEN', 'ACCOUNT_DEACTIVATED', 'INVALID_CREDENTIALS'],
   404: ['NOT_FOUND'],

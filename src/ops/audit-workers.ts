@@ -2,23 +2,31 @@
 // AUDIT_WEBHOOK_URL set, the webhook that streams sealed records and checkpoints out; started
 // once the app is ready and stopped before the database closes. Every instance runs them; the
 // sealer's advisory lock and the webhook's lease make one instance do each at a time
-// (AUDIT_SEALING=off leaves an instance out of all of them).
+// (AUDIT_SEALING=off leaves an instance out of all of them). With AUDIT_WITNESS_POLICY, the
+// witness submitter asks the policy's witnesses to cosign new checkpoints, one instance at a time
+// (its lease).
 import type { FastifyInstance } from 'fastify';
 import { ConfigError } from '../config.js';
 import type { Deps } from '../deps.js';
-import { auditWebhookMetrics } from './metrics.js';
+import { auditWebhookMetrics, auditWitnessMetrics } from './metrics.js';
 import type { EvidenceService } from '../modules/audit/evidence/evidence.service.js';
 import { createSealing } from '../modules/audit/evidence/evidence.sealer.js';
 import { createAuditWebhook, receiverOf, type AuditWebhook } from '../modules/audit/evidence/webhook.sender.js';
 import { webhookLag } from '../modules/audit/evidence/webhook.repository.js';
+import { requirePolicyNamesLog, WitnessSubmitter } from '../modules/audit/evidence/witness.submitter.js';
 
 export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: EvidenceService, onSealed?: () => void): void {
   // The scans' worker threads (scan.pool.ts) end before the database closes.
   app.addHook('onClose', async () => evidence.closeScans());
   // The log's identity is settled at start on every instance, so that one holding a key the log
   // does not trust (log.identity.ts) refuses to start instead of answering verifications wrongly.
+  const policy = deps.config.auditWitnessPolicy?.policy;
+  const countSubmission = policy ? auditWitnessMetrics(app.metricsRegistry, () => evidence.witnessing.lag()) : undefined;
   if (!deps.config.auditSealing) {
-    app.addHook('onReady', async () => void (await evidence.logIdentity()));
+    app.addHook('onReady', async () => {
+      const identity = await evidence.logIdentity();
+      if (policy) requirePolicyNamesLog(policy, identity);
+    });
     return;
   }
   const { auditWebhookUrl: url, auditWebhookSecret: secret } = deps.config;
@@ -33,6 +41,18 @@ export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: E
   let stop: (() => Promise<void>) | undefined;
   app.addHook('onReady', async () => {
     const identity = await evidence.logIdentity();
+    if (policy) requirePolicyNamesLog(policy, identity);
+    const witnesses = policy
+      ? new WitnessSubmitter({
+          db: deps.db,
+          policy,
+          identity,
+          intervalMs: deps.config.auditWitnessIntervalMs,
+          log: deps.log,
+          consistencyProof: async (from, to) => (await evidence.consistencyProof(from, to)).proof,
+          onOutcome: (witness, outcome) => countSubmission?.inc({ witness, outcome }),
+        })
+      : undefined;
     const sealing = createSealing({
       db: deps.db,
       identity,
@@ -41,6 +61,7 @@ export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: E
       onSealed: () => {
         onSealed?.();
         webhook?.wake();
+        witnesses?.wake();
       },
     });
     const unsubscribe = deps.commits.onCommitted((c) => {
@@ -48,9 +69,10 @@ export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: E
     });
     sealing.start();
     webhook?.start();
+    witnesses?.start();
     stop = async () => {
       unsubscribe();
-      await Promise.all([sealing.stop(), webhook?.stop()]);
+      await Promise.all([sealing.stop(), webhook?.stop(), witnesses?.stop()]);
     };
   });
   app.addHook('preClose', async () => {

@@ -249,6 +249,54 @@ export function auditWebhookMetrics(registry: Registry, readLag: () => Promise<{
   });
 }
 
+/** How far witnessing lags (evidence/witnessing.service.ts, WitnessingLag), read at each scrape. */
+export interface WitnessLagReading {
+  newestWitnessed: { tree_size: number; created_at: string } | null;
+  unwitnessedMs: number;
+}
+
+/**
+ * Witnessing's (docs/api.md 5.11), registered when AUDIT_WITNESS_POLICY is set. The witnessed size
+ * and ages are read from the database at each scrape, so every instance reports the same; the
+ * submissions counter is this instance's own. Answers the counter to increment.
+ */
+export function auditWitnessMetrics(registry: Registry, readLag: () => Promise<WitnessLagReading | undefined>) {
+  const lag = sharedRead(readLag);
+  new Gauge({
+    name: 'teamlog_audit_witnessed_tree_size',
+    help: 'Tree size of the newest checkpoint whose cosignatures meet the witness policy\'s quorum (0 until one does)',
+    registers: [registry],
+    async collect() {
+      const l = await lag();
+      if (l) this.set(l.newestWitnessed?.tree_size ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'teamlog_audit_witnessed_checkpoint_age_seconds',
+    help: 'Age of the newest witnessed checkpoint, by its signing time (0 until one is); it grows while nothing new is sealed, which is normal',
+    registers: [registry],
+    async collect() {
+      const l = await lag();
+      if (l) this.set(l.newestWitnessed ? Math.max(0, (Date.now() - Date.parse(l.newestWitnessed.created_at)) / 1000) : 0);
+    },
+  });
+  new Gauge({
+    name: 'teamlog_audit_witness_lag_seconds',
+    help: 'How long the first checkpoint newer than the newest witnessed one has waited (0 when the newest checkpoint is witnessed); /health/ready is degraded past AUDIT_WITNESS_MAX_AGE_MS',
+    registers: [registry],
+    async collect() {
+      const l = await lag();
+      if (l) this.set(l.unwitnessedMs / 1000);
+    },
+  });
+  return new Counter({
+    name: 'teamlog_audit_witness_submissions_total',
+    help: 'Checkpoints submitted to witnesses by this instance, by witness and outcome: cosigned, conflict (409, or a size the log never had), refused (another 4xx or 5xx), invalid (a cosignature that does not verify), network, timeout',
+    labelNames: ['witness', 'outcome'] as const,
+    registers: [registry],
+  });
+}
+
 /** The Socket.IO server as the metrics see it: its namespaces' local sockets. */
 export interface SocketServer {
   of(namespace: string): { sockets: { size: number } };

@@ -7,7 +7,8 @@
 // Limits (docs/api.md section 6): a user holds at most MAX_SOCKETS_PER_USER sockets at once, across
 // instances (socket-slots.ts, presence.ts counts them); a socket whose handshake overlapped a
 // revocation is disconnected once connected (socket-session.ts); new-message is limited per user
-// (modules/messages/messages.limit.ts, with POST /messages).
+// (modules/messages/messages.limit.ts, with POST /messages); a handshake counts against the
+// general rate limit like a request (handshake.ts).
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { Server } from 'socket.io';
@@ -18,20 +19,24 @@ import type { Services } from '../services.js';
 import { serveConnections } from './connections.js';
 import { CatchingUp, createDelivery, type Namespaces } from './delivery.js';
 import { Dispatcher } from './dispatcher.js';
-import { authenticateHandshakes, type HandshakeParts } from './handshake.js';
+import { authenticateHandshakes, type HandshakeLimit, type HandshakeParts } from './handshake.js';
 import { startWorkers, stopRealtime, type RealtimeWorkers } from './lifecycle.js';
 import { createPresence } from './presence.js';
 import { presenceNotices } from './presence-notices.js';
 import { linkInstances } from './redis-adapter.js';
 import { createRelay } from './relay.js';
-import { socketContexts } from './socket-context.js';
+import { callerAddress, socketContexts } from './socket-context.js';
 import { SocketSlots } from './socket-slots.js';
 import type { RealtimeServer } from './sockets.js';
 
 /** Above it Socket.IO closes the connection (docs/api.md section 6). */
 export const MAX_HTTP_BUFFER_SIZE = 1024 * 1024;
 
-export function attachRealtime(app: FastifyInstance, deps: Deps, services: Services, redis: Redis | undefined) {
+/**
+ * `limit`: the general rate limit (http/rate-limit.ts), which handshakes count against like
+ * requests (handshake.ts); none when RATE_LIMIT_PER_MINUTE is 0.
+ */
+export function attachRealtime(app: FastifyInstance, deps: Deps, services: Services, redis: Redis | undefined, limit?: HandshakeLimit) {
   const { db, config, log } = deps;
   const instanceId = randomUUID();
   const instances = linkInstances(redis, config.redisKeyPrefix, log);
@@ -48,9 +53,12 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
   const presence = createPresence({ redis, keyPrefix: config.redisKeyPrefix, instanceId, onError: (err) => log.warn({ err }, 'presence: Redis failed; retrying') });
   const announcePresence = presenceNotices(namespaces, { catchingUp, dispatcher, acrossInstances: redis !== undefined });
   const slots = new SocketSlots(presence, announcePresence, log);
-  const contextOf = socketContexts(trustedNetworks(config.trustProxy));
+  const trusted = trustedNetworks(config.trustProxy);
+  const contextOf = socketContexts(trusted);
 
-  const handshake: HandshakeParts = { app, db, log, auth: services.auth, dispatcher, slots, testHooks: deps.testHooks };
+  const handshake: HandshakeParts = {
+    app, db, log, auth: services.auth, dispatcher, slots, limit, addressOf: (socket) => callerAddress(socket, trusted), testHooks: deps.testHooks,
+  };
   authenticateHandshakes(namespaces.main, false, handshake);
   authenticateHandshakes(namespaces.admin, true, handshake);
   serveConnections(namespaces, { db, log, services, dispatcher, catchingUp, presence, slots, contextOf });

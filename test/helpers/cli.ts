@@ -3,11 +3,12 @@
 // developer's own DATABASE_URL or .env never reaches it. useCliDatabase gives a test file the
 // data directory and database that the CLI and its test servers share, and runCli on them.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { after, before } from 'node:test';
 import { databaseSession, migrate } from '../../src/db/migrate.js';
 import { createPgliteDatabase } from '../../src/db/pglite.js';
@@ -31,6 +32,11 @@ export function runTeamlog(args: string[], env: Record<string, string | undefine
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...given },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  return outcomeOf(child);
+}
+
+/** A child process's exit code and everything it printed, once it has closed. */
+export function outcomeOf(child: ChildProcessByStdio<null, Readable, Readable>): Promise<CliResult> {
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -12,6 +12,8 @@ export interface ConnectOptions {
   auth?: Record<string, unknown>;
   /** Another server than the session's own (a second instance). */
   url?: string;
+  /** Headers of the handshake's request, e.g. the X-Forwarded-For of a Client's address. */
+  headers?: Record<string, string>;
 }
 
 /** Connects; resolves once connected, rejects with the connect_error (its message is the contract's). */
@@ -26,7 +28,10 @@ export async function connect(session: Session | undefined, opts: ConnectOptions
 export function connectRecording(session: Session | undefined, opts: ConnectOptions = {}): Promise<{ socket: ClientSocket; rec: Recorder }> {
   const url = (opts.url ?? session?.client.server.url ?? '') + (opts.namespace === '/admin' ? '/admin' : '');
   const auth = opts.auth ?? { token: session?.token, ...(opts.lastEventId !== undefined ? { last_event_id: opts.lastEventId } : {}) };
-  const socket = ioClient(url, { path: '/socket.io', transports: ['websocket'], auth, reconnection: false, forceNew: true, timeout: 5000 });
+  const socket = ioClient(url, {
+    path: '/socket.io', transports: ['websocket'], auth, reconnection: false, forceNew: true, timeout: 5000,
+    ...(opts.headers ? { extraHeaders: opts.headers } : {}),
+  });
   const rec = new Recorder(socket);
   return new Promise((resolve, reject) => {
     socket.once('connect', () => resolve({ socket, rec }));

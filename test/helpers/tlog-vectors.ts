@@ -3,6 +3,7 @@
 // key encoding read without the module under test.
 import assert from 'node:assert/strict';
 import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { inclusionProof, leafHash, TreeBuilder, type Hash } from '../../src/tlog/merkle.js';
 
 // A checkpoint of the Sunlight CT log arche2025h1.staging.ct.transparency.dev, as served with its
 // cosignatures, from florolf/tlog-scales tests/test_signing.py (TestCheckpointSigning). Its first
@@ -50,4 +51,19 @@ export function goPrivateKey(skey: string): { name: string; hash: string; key: K
   assert.equal(encoded[0], 0x01);
   const der = Buffer.concat([Buffer.from('302e020100300506032b657004220420', 'hex'), encoded.subarray(1)]);
   return { name: m[1]!, hash: m[2]!, key: createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }) };
+}
+
+/**
+ * An RFC 6962 tree of `entries` with every node kept, as the log's tiles keep them: its root, and
+ * the inclusion path of any entry.
+ */
+export function keptTree(entries: readonly Uint8Array[]): { root: Hash; inclusionPath(index: number): Hash[] } {
+  const nodes = new Map<string, Hash>();
+  const tree = new TreeBuilder();
+  entries.forEach((e, i) => {
+    const leaf = leafHash(e);
+    nodes.set(`0/${i}`, leaf);
+    for (const { key, hash } of tree.append(leaf)) nodes.set(`${key.level}/${key.index}`, hash);
+  });
+  return { root: tree.root(), inclusionPath: (index) => inclusionProof(index, entries.length, (k) => nodes.get(`${k.level}/${k.index}`)!) };
 }

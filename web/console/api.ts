@@ -14,13 +14,20 @@ import {
   type AuditCheckpoint,
   type AuditInclusionProof,
   type AuditPublicKey,
+  type AuditQuery,
   type AuditRecord,
+  type AuditStats,
   type Page,
   type TeamlogClient,
   type User,
+  type operations,
 } from '@teamlog/client';
+import type { Actors } from './sentence.js';
 
-export type { AuditRecord, Page, User };
+export type { AuditRecord, AuditStats, Page, User };
+/** A page of records with the people it names (`include=actors`). */
+export type AuditPage = Page<AuditRecord> & { actors: Actors };
+export type Witnesses = operations['getAuditWitnesses']['responses'][200]['content']['application/json'];
 export type InclusionProof = AuditInclusionProof;
 export type CheckpointJson = AuditCheckpoint;
 export type PublicKey = AuditPublicKey;
@@ -64,7 +71,12 @@ export interface ConsoleApi {
   signOut(): Promise<void>;
   /** Called once when the session ends without signOut (refresh refused, token revoked). */
   onSessionEnd(listener: (why: string) => void): void;
-  listAuditLogs(params: { q?: string; cursor?: string | null; limit?: number }): Promise<Page<AuditRecord>>;
+  /** A page of the query's records, with the people it names. */
+  listAuditLogs(params: { q?: string; cursor?: string | null; limit?: number }): Promise<AuditPage>;
+  /** The query's records counted over time, its top actions and actors; undefined from a service that has no /audit-logs/stats. */
+  stats(q: string): Promise<AuditStats | undefined>;
+  /** The witness policy and the witnesses' keys; undefined when the log asks no witness (404). */
+  witnesses(): Promise<Witnesses | undefined>;
   /** The inclusion proof of a record; undefined while the record is not sealed (404). */
   proof(id: number, treeSize?: number): Promise<InclusionProof | undefined>;
   /** The newest signed checkpoint; undefined before the first one (404). */
@@ -103,6 +115,8 @@ export function createConsoleApi(): ConsoleApi {
   /** The signed-in session's client; a new one per sign-in, so that nothing of a session outlives it. */
   let client: TeamlogClient | undefined;
   const endListeners: Array<(why: string) => void> = [];
+  /** Whether the service takes include=actors (until one refuses it). */
+  let withActors = true;
 
   function session(): TeamlogClient {
     if (!client) throw new ApiError(401, 'UNAUTHENTICATED', SESSION_ENDED);
@@ -159,7 +173,24 @@ export function createConsoleApi(): ConsoleApi {
       endListeners.push(listener);
     },
 
-    listAuditLogs: ({ q, cursor, limit }) => guard(() => session().auditLogs.list({ q: q?.trim() || undefined, limit }).page(cursor ?? null)),
+    async listAuditLogs({ q, cursor, limit }) {
+      const query: AuditQuery & { include?: 'actors' } = { q: q?.trim() || undefined, limit };
+      if (withActors) query.include = 'actors';
+      try {
+        const page = (await guard(() => session().auditLogs.list(query).page(cursor ?? null))) as Page<AuditRecord> & { actors?: Actors };
+        return { ...page, actors: page.actors ?? {} };
+      } catch (err) {
+        // A service older than include=actors refuses the parameter (400 VALIDATION_FAILED, not
+        // the INVALID_QUERY of a bad q): the page then names people by id, as it used to.
+        if (!(withActors && err instanceof ApiError && err.status === 400 && err.code === 'VALIDATION_FAILED')) throw err;
+        withActors = false;
+        return this.listAuditLogs({ q, cursor, limit });
+      }
+    },
+
+    stats: (q) => maybe(() => session().auditLogs.stats({ q: q.trim() || undefined })),
+
+    witnesses: () => maybe(() => session().auditLogs.witnesses()),
 
     proof: (id, treeSize) => maybe(() => session().auditLogs.inclusionProof(id, treeSize === undefined ? undefined : { tree_size: treeSize })),
 

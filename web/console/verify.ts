@@ -12,11 +12,12 @@ import { parseCheckpoint, signaturesBy, signedMessage, splitNote, verifierKeyWit
 import type { AuditRecord, CheckpointJson, ConsoleApi, InclusionProof } from './api.js';
 import { ApiError } from './api.js';
 import { ed25519Verify, sha256, subtle } from './webcrypto.js';
+import { checkCosignatures, type WitnessReport } from './witnesses.js';
 
-export type Step = 'proof' | 'sealed form' | 'leaf hash' | 'checkpoint' | 'audit path' | 'signature';
+export type Step = 'proof' | 'sealed form' | 'leaf hash' | 'checkpoint' | 'audit path' | 'signature' | 'witnesses';
 
 export type Verdict =
-  | { kind: 'verified'; treeSize: number; seq: number; keyId: string; keyName: string; checkpointTime: string }
+  | { kind: 'verified'; treeSize: number; seq: number; keyId: string; keyName: string; checkpointTime: string; witnesses: WitnessReport }
   | { kind: 'failed'; step: Step; reason: string }
   | { kind: 'not-sealed' }
   | { kind: 'insecure' }
@@ -92,6 +93,9 @@ async function proofFor(api: ConsoleApi, id: number, treeSize?: number): Promise
 
 async function run(api: ConsoleApi, record: AuditRecord): Promise<Verdict> {
   const keysRequest = api.publicKeys();
+  const policyRequest = api.witnesses();
+  // Settled now, so that an error is not left unhandled while the proof is read.
+  policyRequest.catch(() => undefined);
   let proof = await proofFor(api, record.id);
   if (!proof) return { kind: 'not-sealed' };
   const checkpoint: CheckpointJson | undefined = await api.latestCheckpoint();
@@ -149,7 +153,10 @@ async function run(api: ConsoleApi, record: AuditRecord): Promise<Verdict> {
     for (const s of signatures) {
       if (!(await ed25519Verify(key.publicKey, s.signature, message))) fail('signature', `the checkpoint's signature by ${published.key_id} does not verify`);
     }
-    return { kind: 'verified', treeSize: body.treeSize, seq: proof.seq, keyId: published.key_id, keyName: key.name, checkpointTime: checkpoint.created_at };
+    // 6. The witnesses' cosignatures on this checkpoint, against the policy's keys.
+    const witnesses = await checkCosignatures(note, await policyRequest, checkpoint.witnessed === true);
+    if (witnesses.kind === 'bad') fail('witnesses', witnesses.reason);
+    return { kind: 'verified', treeSize: body.treeSize, seq: proof.seq, keyId: published.key_id, keyName: key.name, checkpointTime: checkpoint.created_at, witnesses };
   }
   return fail('signature', 'the checkpoint carries no signature by a key in /audit-logs/public-keys');
 }

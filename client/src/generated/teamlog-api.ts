@@ -30,8 +30,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The database answers (503 while it does not); "degraded" when the audit log has stopped being sealed
-         * @description Answers 200 once the database answers (within 2 s), 503 while it does not. `status` is `degraded` (still 200) when committed audit records have waited longer than AUDIT_SEAL_STALL_MS for their seal and no seal was made meanwhile: `sealing` names the first record waiting, and the service's log says why sealing stopped. Not under /api: no rate limit and no authentication, so orchestrators can poll it.
+         * The database answers (503 while it does not); "degraded" when the audit log has stopped being sealed or witnessed
+         * @description Answers 200 once the database answers (within 2 s), 503 while it does not. `status` is `degraded` (still 200) when committed audit records have waited longer than AUDIT_SEAL_STALL_MS for their seal and no seal was made meanwhile: `sealing` names the first record waiting, and the service's log says why sealing stopped. With a witness policy (AUDIT_WITNESS_POLICY), also `degraded` when a checkpoint has waited longer than AUDIT_WITNESS_MAX_AGE_MS for a witnessed one as new (the newest witnessed checkpoint is that old): `witnessing` says which is the newest witnessed checkpoint and since when a newer one waits (GET /api/v1/audit-logs/witnesses says why). Not under /api: no rate limit and no authentication, so orchestrators can poll it.
          */
         get: operations["getReadiness"];
         put?: never;
@@ -635,9 +635,49 @@ export interface paths {
         };
         /**
          * Search the audit log (ADMIN)
-         * @description Newest first, keyset-paginated. Filters combine with AND; action is repeatable (OR). `q` searches with the syntax its description gives (`actor:12 -result:SUCCESS created:>=2026-11-01`); a query the syntax refuses is 400 INVALID_QUERY, its `detail` quoting the term.
+         * @description Newest first, keyset-paginated. Filters combine with AND; action is repeatable (OR). `q` searches with the syntax its description gives (`actor:12 -result:SUCCESS created:>=2026-11-01`); a query the syntax refuses is 400 INVALID_QUERY, its `detail` quoting the term. `include=actors` adds beside `data` an `actors` object naming the page's actors (`{"<id>": {email, name}}`); without it the answer is `{data, next_cursor}`.
          */
         get: operations["listAuditLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/audit-logs/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Activity counts of an audit search (ADMIN)
+         * @description The records the list would give for the same filters and `q`, counted per UTC hour or day of the window (every bucket present, 0 when empty), with the 10 most frequent actions and actors and the total. The window is the query's time range (`from`/`to` and `created:`), ending now at the latest; without a start it begins 30 days before its end, at the start of that hour or day (`from` and `to` say which window was counted). A window wider than 31 days of hours or 1,000 days is 400 WINDOW_TOO_WIDE. Answered from indexes (docs/audit-search.md, "Activity counts").
+         */
+        get: operations["getAuditStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/audit-logs/witnesses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The witness policy and each witness's state (ADMIN)
+         * @description The C2SP tlog-policy file the service submits its checkpoints under (AUDIT_WITNESS_POLICY), whether the witnesses now cosigning meet its quorum, the newest checkpoint whose cosignatures meet it, and for each witness the largest size it cosigned, when, and why its last submission failed, if it did. Verifiers take the witnesses' keys from the policy. When no policy is configured the log asks no witness: `policy` is null, `quorum_met` false, `newest_witnessed` null and `witnesses` empty.
+         */
+        get: operations["getAuditWitnesses"];
         put?: never;
         post?: never;
         delete?: never;
@@ -655,7 +695,7 @@ export interface paths {
         };
         /**
          * Verify the audit log against its signed checkpoints (ADMIN)
-         * @description Recomputes every sealed record's RFC 6962 leaf, rebuilds the tree, holds every stored tile to the tile the records make, and checks every signed checkpoint on the way; the newest must verify under this service's key. It also finds a record sealed twice, one the sealer took but never sealed, and a sealer that stopped (records waiting longer than AUDIT_SEAL_STALL_MS). `ok: false` names the first bad record (`first_bad_id`), or the first bad stored tile (`first_bad_tile`), or the first record waiting (`first_unsealed_id`), and the problem. Reads in chunks: on a large log this takes seconds (about 100,000 records a second). At most MAX_CONCURRENT_AUDIT_SCANS exports and verifications (default 2) run at once on an instance: one more is refused with 429 RATE_LIMITED and Retry-After (5 s) rather than queued, so that no administrator starves the other users. A verification holds its slot until it ends, even when its client has gone.
+         * @description Recomputes every sealed record's RFC 6962 leaf, rebuilds the tree, holds every stored tile to the tile the records make, and checks every signed checkpoint on the way; the newest must verify under this service's key. It also finds a record sealed twice, one the sealer took but never sealed, and a sealer that stopped (records waiting longer than AUDIT_SEAL_STALL_MS). `ok: false` names the first bad record (`first_bad_id`), or the first bad stored tile (`first_bad_tile`), or the first record waiting (`first_unsealed_id`), and the problem. Reads in chunks: on a large log this takes seconds (about 100,000 records a second). At most MAX_CONCURRENT_AUDIT_SCANS exports and verifications (default 2) run at once on an instance: one more is refused with 429 RATE_LIMITED and Retry-After (5 s) rather than queued, so that no administrator starves the other users. A verification holds its slot until it ends, even when its client has gone. HEAD answers the headers only, without verifying.
          */
         get: operations["verifyAuditLog"];
         put?: never;
@@ -675,7 +715,7 @@ export interface paths {
         };
         /**
          * The newest signed checkpoint (ADMIN)
-         * @description A C2SP tlog-checkpoint signed with Ed25519. With `Accept: text/plain`, the signed note itself, as note verifiers and witnesses take it. 404 until the first records are sealed.
+         * @description A C2SP tlog-checkpoint signed with Ed25519. With `Accept: text/plain`, the signed note itself, as note verifiers and witnesses take it. 404 until the first records are sealed. The note carries, after the log's own signature line, the cosignature lines that witnesses returned for it (AUDIT_WITNESS_POLICY), `cosignatures` lists them, and `witnessed` says whether they meet the policy's quorum.
          */
         get: operations["getLatestCheckpoint"];
         put?: never;
@@ -735,7 +775,7 @@ export interface paths {
         };
         /**
          * RFC 6962 inclusion proof of one record (ADMIN)
-         * @description Against the tree of `tree_size` records (default: the newest checkpoint's), with the record's sealed form (`sealed`), from which a client recomputes the leaf (SHA-256 of 0x00 and its RFC 8785 canonical JSON). 404 until the record is sealed and covered by a checkpoint. Every proof is checked before it is served: the stored tree at `tree_size` must extend, or be extended by, the newest signed checkpoint, and the proof must lead to its root; a record or a stored tree changed behind the service's back is 409 CONFLICT, never a proof that fails.
+         * @description Against the tree of `tree_size` records (default: the newest checkpoint's), with the record's sealed form (`sealed`), from which a client recomputes the leaf (SHA-256 of 0x00 and its RFC 8785 canonical JSON). 404 until the record is sealed and covered by a checkpoint. Every proof is checked before it is served: the stored tree at `tree_size` must extend, or be extended by, the newest signed checkpoint, and the proof must lead to its root; a record or a stored tree changed behind the service's back is 409 CONFLICT, never a proof that fails. With `format=tlog-proof`, a C2SP tlog-proof (c2sp.org/tlog-proof@v1), text/plain, checked with nothing else than a tlog-policy: `extra` is the base64 of the record's entry (the RFC 8785 bytes of its sealed form), `index` its seq, then the inclusion path, a blank line and the checkpoint's signed note with its cosignatures; against the checkpoint of `tree_size` records, or by default the one GET /audit-logs/tlog/checkpoint serves (the newest witnessed one when a witness policy is set: 404 until one covers the record).
          */
         get: operations["getInclusionProof"];
         put?: never;
@@ -755,7 +795,7 @@ export interface paths {
         };
         /**
          * The newest checkpoint's signed note, as C2SP tlog-tiles serves it (ADMIN)
-         * @description The `checkpoint` of a tiled log (c2sp.org/tlog-tiles), text/plain; the same note as GET /audit-logs/checkpoints/latest. 404 until the first records are sealed.
+         * @description The `checkpoint` of a tiled log (c2sp.org/tlog-tiles), text/plain, with the witnesses' cosignature lines after the log's signature line. Without a witness policy, the same note as GET /audit-logs/checkpoints/latest; with one (AUDIT_WITNESS_POLICY), the newest checkpoint whose cosignatures meet its quorum, which may be older than the newest. 404 until the first records are sealed, or with a policy until a checkpoint is witnessed.
          */
         get: operations["getTlogCheckpoint"];
         put?: never;
@@ -795,7 +835,7 @@ export interface paths {
         };
         /**
          * Export the audit log, filtered, with its proofs (ADMIN)
-         * @description Streams the whole result in constant memory; writes one EXPORT_AUDIT_LOG record first. NDJSON: a line `{type: "record", record, sealed, seq, leaf_hash, audit_path}` per record covered by the newest checkpoint, in seq order; then records not covered yet (seq null, no proof); last `{type: "checkpoint", …, export: {filters, records}}`. Lines are compact JSON but for `metadata`, which keeps PostgreSQL's jsonb spacing and key order (`{"key": "value"}`): whitespace and key order carry nothing (a leaf is over the canonical form), so parse lines rather than match bytes. Check it offline with `npx teamlog audit verify --file export.ndjson --public-key key.pem`. CSV: one row per record, cells starting with = + - @ tab or CR prefixed with an apostrophe. The right is checked again before each block is read: if the session is revoked or its user is no longer an ADMIN, the response is cut off (NDJSON: without its checkpoint line). At most MAX_CONCURRENT_AUDIT_SCANS exports and verifications (default 2) run at once on an instance: one more is refused with 429 RATE_LIMITED and Retry-After (5 s) rather than queued, so that no administrator starves the other users. An export holds its slot until its last line is sent, or its client goes.
+         * @description Streams the whole result in constant memory; writes one EXPORT_AUDIT_LOG record first. NDJSON: a line `{type: "record", record, sealed, seq, leaf_hash, audit_path}` per record covered by the newest checkpoint, in seq order; then records not covered yet (seq null, no proof); last `{type: "checkpoint", …, export: {filters, records}}`, its note carrying the witnesses' cosignatures (with a witness policy, the checkpoint is the newest witnessed one while there is one). Lines are compact JSON but for `metadata`, which keeps PostgreSQL's jsonb spacing and key order (`{"key": "value"}`): whitespace and key order carry nothing (a leaf is over the canonical form), so parse lines rather than match bytes. Check it offline with `npx teamlog audit verify --file export.ndjson --public-key key.pem`. CSV: one row per record, cells starting with = + - @ tab or CR prefixed with an apostrophe. The right is checked again before each block is read: if the session is revoked or its user is no longer an ADMIN, the response is cut off (NDJSON: without its checkpoint line). At most MAX_CONCURRENT_AUDIT_SCANS exports and verifications (default 2) run at once on an instance: one more is refused with 429 RATE_LIMITED and Retry-After (5 s) rather than queued, so that no administrator starves the other users. An export holds its slot until its last line is sent, or its client goes. HEAD answers the headers only: it exports nothing, writes no record and takes no slot.
          */
         get: operations["exportAuditLog"];
         put?: never;
@@ -840,6 +880,19 @@ export interface components {
             active: boolean;
         };
         /**
+         * AuditActor
+         * @example {
+         *       "email": "alice@example.com",
+         *       "name": "Alice"
+         *     }
+         */
+        AuditActor: {
+            /** @description The user's email now; for a user deleted since, the one their DELETE_USER record holds ("[redacted]" once erased); null when unknown */
+            email: string | null;
+            /** @description The user's name now; null for a user deleted since */
+            name: string | null;
+        };
+        /**
          * AuditCheckpoint
          * @example {
          *       "origin": "teamlog.example.com/audit",
@@ -849,7 +902,9 @@ export interface components {
          *       "key_id": "audit-2026",
          *       "signature": "HNIkWUjFa7ErBjXYTtUukrTfKHYaFjSCIv/7v1Ywd+VPAFH58tUvtse/psjLETLTT36GKB0j+GtHZ4cIyKO0sA==",
          *       "created_at": "2026-11-22T08:15:35.000Z",
-         *       "note": "teamlog.example.com/audit\n1042\nn4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=\ntime 2026-11-22T08:15:35.000Z\nprev Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=\n\n— teamlog.example.com/audit obLD1BzSJFlIxWuxKwY12E7VLpK03yh2GhY0giL/+79WMHflTwBR+fLVL7bHv6bIyxEy0083higdI/hrR2eHCMijtLA=\n"
+         *       "note": "teamlog.example.com/audit\n1042\nn4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=\ntime 2026-11-22T08:15:35.000Z\nprev Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=\n\n— teamlog.example.com/audit obLD1BzSJFlIxWuxKwY12E7VLpK03yh2GhY0giL/+79WMHflTwBR+fLVL7bHv6bIyxEy0083higdI/hrR2eHCMijtLA=\n",
+         *       "cosignatures": [],
+         *       "witnessed": false
          *     }
          */
         AuditCheckpoint: {
@@ -872,8 +927,12 @@ export interface components {
              * @description ISO 8601 UTC with milliseconds
              */
             created_at: string;
-            /** @description The C2SP tlog-checkpoint signed note */
+            /** @description The C2SP tlog-checkpoint signed note: the log's signature line, then the witnesses' cosignature lines */
             note: string;
+            /** @description The witnesses' cosignatures kept for this checkpoint that verify under the witness policy (as kept, without one), in the note's order */
+            cosignatures: components["schemas"]["AuditCosignature"][];
+            /** @description The cosignatures meet the witness policy's quorum (AUDIT_WITNESS_POLICY); false without a policy */
+            witnessed: boolean;
         };
         /**
          * AuditConsistencyProof
@@ -899,6 +958,28 @@ export interface components {
             to: number;
             /** @description RFC 6962 PROOF(from, D[to]) */
             proof: string[];
+        };
+        /**
+         * AuditCosignature
+         * @example {
+         *       "name": "witness.example/w1",
+         *       "key_id": "3f5e9a07",
+         *       "time": "2026-11-22T08:15:41.000Z",
+         *       "signature": "N+/2wmAgRgoU+SPve5Z1XX+4T/Gwaw4HqFxZK9/ftK1RGEofQ5sXB6o59kN0LUzsMVIsBF8JaBE3VzDanDY2uQ=="
+         *     }
+         */
+        AuditCosignature: {
+            /** @description The name in the witness's vkey, as its signature line carries it (the policy's label for the witness may differ) */
+            name: string;
+            /** @description The witness key's ID: 8 hex digits, as in its vkey */
+            key_id: string;
+            /**
+             * Format: date-time
+             * @description The time the cosignature signs (whole seconds), ISO 8601 UTC
+             */
+            time: string;
+            /** @description The Ed25519 signature alone (64 bytes), standard base64; the line is `— <name> base64(key ID ‖ 8-byte big-endian time ‖ signature)` */
+            signature: string;
         };
         /**
          * AuditInclusionProof
@@ -947,6 +1028,45 @@ export interface components {
             /** @description RFC 6962 PATH(seq, D[tree_size]), leaf side first */
             audit_path: string[];
             sealed: components["schemas"]["SealedAuditRecord"];
+        };
+        /**
+         * AuditListPage
+         * @example {
+         *       "data": [
+         *         {
+         *           "id": 1042,
+         *           "actor_id": 1,
+         *           "action": "CHANGE_USER_ROLE",
+         *           "resource_type": "USER",
+         *           "resource_id": 7,
+         *           "timestamp": "2026-11-22T08:15:30.512Z",
+         *           "result": "SUCCESS",
+         *           "metadata": {
+         *             "oldRole": "USER",
+         *             "newRole": "ADMIN"
+         *           },
+         *           "ip": "203.0.113.24",
+         *           "user_agent": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36",
+         *           "request_id": "0b7d5c1e-5a3f-4f0e-9c8b-2f1d6e4a7b90"
+         *         }
+         *       ],
+         *       "next_cursor": "eyJiIjo0MX0",
+         *       "actors": {
+         *         "1": {
+         *           "email": "alice@example.com",
+         *           "name": "Alice"
+         *         }
+         *       }
+         *     }
+         */
+        AuditListPage: {
+            data: components["schemas"]["AuditRecord"][];
+            /** @description Pass as ?cursor= for the next page; null on the last page */
+            next_cursor: string | null;
+            /** @description With include=actors: each actor_id of the page (not null) once, by id as a string */
+            actors?: {
+                [key: string]: components["schemas"]["AuditActor"];
+            };
         };
         /**
          * AuditPublicKey
@@ -1058,6 +1178,88 @@ export interface components {
             next_cursor: string | null;
         };
         /**
+         * AuditStats
+         * @example {
+         *       "interval": "day",
+         *       "from": "2026-10-29T08:00:00.000Z",
+         *       "to": "2026-11-28T08:00:00.000Z",
+         *       "buckets": [
+         *         {
+         *           "start": "2026-10-29T00:00:00.000Z",
+         *           "count": 412
+         *         },
+         *         {
+         *           "start": "2026-10-30T00:00:00.000Z",
+         *           "count": 0
+         *         }
+         *       ],
+         *       "top_actions": [
+         *         {
+         *           "action": "CREATE_TASK",
+         *           "count": 210
+         *         }
+         *       ],
+         *       "top_actors": [
+         *         {
+         *           "actor_id": 1,
+         *           "email": "alice@example.com",
+         *           "name": "Alice",
+         *           "count": 130
+         *         }
+         *       ],
+         *       "total": 412
+         *     }
+         */
+        AuditStats: {
+            /** @enum {string} */
+            interval: "hour" | "day";
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC with milliseconds
+             */
+            from: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC with milliseconds
+             */
+            to: string;
+            /** @description Every bucket of the window, oldest first, 0 when empty: the UTC hour or day starting at `start` */
+            buckets: {
+                /**
+                 * Format: date-time
+                 * @description ISO 8601 UTC with milliseconds
+                 */
+                start: string;
+                /** Format: int64 */
+                count: number;
+            }[];
+            /** @description Most frequent first; ties by name */
+            top_actions: {
+                action: string;
+                /** Format: int64 */
+                count: number;
+            }[];
+            /** @description Most frequent first; ties by id, no actor last */
+            top_actors: {
+                /**
+                 * Format: int64
+                 * @description null: the records without an actor (an unknown email at login, the CLI)
+                 */
+                actor_id: number | null;
+                /** @description The user's email now; for a user deleted since, the one their DELETE_USER record holds ("[redacted]" once erased); null when unknown */
+                email: string | null;
+                /** @description The user's name now; null for a user deleted since */
+                name: string | null;
+                /** Format: int64 */
+                count: number;
+            }[];
+            /**
+             * Format: int64
+             * @description The records counted: the sum of the buckets
+             */
+            total: number;
+        };
+        /**
          * AuditVerifyReport
          * @example {
          *       "ok": true,
@@ -1108,6 +1310,68 @@ export interface components {
             first_unsealed_id?: number;
             /** @description What was found, in words */
             problem?: string;
+        };
+        /**
+         * AuditWitnesses
+         * @example {
+         *       "policy": "witness w1 w1.example+3f5e9a07+BNcf… https://w1.example\nwitness w2 w2.example+71aa01c2+BMx2… https://w2.example\ngroup both 2 w1 w2\nquorum both\n",
+         *       "quorum_met": false,
+         *       "newest_witnessed": {
+         *         "tree_size": 1042,
+         *         "created_at": "2026-11-22T08:15:35.000Z"
+         *       },
+         *       "witnesses": [
+         *         {
+         *           "name": "w1",
+         *           "vkey": "w1.example+3f5e9a07+BNcf…",
+         *           "url": "https://w1.example",
+         *           "last_cosigned_size": 1042,
+         *           "last_cosigned_at": "2026-11-22T08:15:41.000Z",
+         *           "last_error": null
+         *         },
+         *         {
+         *           "name": "w2",
+         *           "vkey": "w2.example+71aa01c2+BMx2…",
+         *           "url": "https://w2.example",
+         *           "last_cosigned_size": 980,
+         *           "last_cosigned_at": "2026-11-22T08:05:02.000Z",
+         *           "last_error": "no answer within 10000 ms"
+         *         }
+         *       ]
+         *     }
+         */
+        AuditWitnesses: {
+            /** @description The witness policy in force (AUDIT_WITNESS_POLICY), a C2SP tlog-policy file, as written; null when none is configured (the log asks no witness, and the rest is empty) */
+            policy: string | null;
+            /** @description The witnesses whose last submission was cosigned meet the policy's quorum */
+            quorum_met: boolean;
+            /** @description The newest checkpoint whose cosignatures meet the quorum (null until one does) */
+            newest_witnessed: {
+                /** Format: int64 */
+                tree_size: number;
+                /** Format: date-time */
+                created_at: string;
+            } | null;
+            witnesses: {
+                /** @description The witness's name */
+                name: string;
+                /** @description Its verifier key: <name>+<hex key ID>+<base64(0x04 ‖ Ed25519 key)> */
+                vkey: string;
+                /** @description Where checkpoints are submitted (POST <url>/add-checkpoint); null: the policy gives none */
+                url: string | null;
+                /**
+                 * Format: int64
+                 * @description The largest tree size it cosigned
+                 */
+                last_cosigned_size: number | null;
+                /**
+                 * Format: date-time
+                 * @description When its last cosignature came
+                 */
+                last_cosigned_at: string | null;
+                /** @description Why its last submission was not cosigned (an HTTP status and the witness's answer, a timeout, a network error, an invalid cosignature); null once one is */
+                last_error: string | null;
+            }[];
         };
         /**
          * CreateMessageRequest
@@ -1434,7 +1698,7 @@ export interface components {
              * @description A stable, machine-readable code (docs/api.md section 2)
              * @enum {string}
              */
-            code: "VALIDATION_FAILED" | "MALFORMED_JSON" | "INVALID_QUERY" | "UNAUTHENTICATED" | "INVALID_CREDENTIALS" | "TOKEN_EXPIRED" | "TOKEN_REVOKED" | "FORBIDDEN" | "ACCOUNT_DEACTIVATED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "NOT_ACCEPTABLE" | "REQUEST_TIMEOUT" | "CONFLICT" | "INVALID_TRANSITION" | "LAST_ADMIN" | "LAST_OWNER" | "EMAIL_TAKEN" | "IDEMPOTENCY_KEY_REUSED" | "PRECONDITION_FAILED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "HEADERS_TOO_LARGE" | "INTERNAL" | "UNAVAILABLE";
+            code: "VALIDATION_FAILED" | "MALFORMED_JSON" | "INVALID_QUERY" | "WINDOW_TOO_WIDE" | "UNAUTHENTICATED" | "INVALID_CREDENTIALS" | "TOKEN_EXPIRED" | "TOKEN_REVOKED" | "FORBIDDEN" | "ACCOUNT_DEACTIVATED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "NOT_ACCEPTABLE" | "REQUEST_TIMEOUT" | "CONFLICT" | "INVALID_TRANSITION" | "LAST_ADMIN" | "LAST_OWNER" | "EMAIL_TAKEN" | "IDEMPOTENCY_KEY_REUSED" | "PRECONDITION_FAILED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "HEADERS_TOO_LARGE" | "INTERNAL" | "UNAVAILABLE";
             /** @description The path of the request */
             instance: string;
             /** @description As in X-Request-Id: quote it when reporting a problem */
@@ -1908,7 +2172,7 @@ export interface components {
             };
             content?: never;
         };
-        /** @description A bad body, query or path parameter: VALIDATION_FAILED, MALFORMED_JSON, INVALID_QUERY */
+        /** @description A bad body, query or path parameter: VALIDATION_FAILED, MALFORMED_JSON, INVALID_QUERY, WINDOW_TOO_WIDE */
         BadRequest: {
             headers: {
                 "API-Version": components["headers"]["API-Version"];
@@ -2314,7 +2578,7 @@ export interface components {
         /** @description private, no-cache on an authenticated read (revalidate with If-None-Match); no-store on changes, /auth and errors; public, max-age=300 on the OpenAPI document. */
         "Cache-Control": "private, no-cache" | "no-store" | "public, max-age=300";
         /**
-         * @description Requests a minute this caller may make (RATE_LIMIT_PER_MINUTE), counted per user when authenticated, else per address. Every /api request counts, whatever it answers (a 401 for a missing, bad or revoked token, a 404, an unknown route: against the address); an address whose minute is spent is refused before its token is looked up. Not sent while the limit is off (0).
+         * @description Requests a minute this caller may make (RATE_LIMIT_PER_MINUTE), counted per user when authenticated, else per address. Every /api request counts, whatever it answers (a 401 for a missing, bad or revoked token, a 404, an unknown route: against the address); an address whose minute is spent is refused before its token is looked up. A request counts as the route it reaches, however its path is spelled, and a Socket.IO handshake counts too. Not sent while the limit is off (0).
          * @example 3000
          */
         "RateLimit-Limit": number;
@@ -2408,7 +2672,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The database answers; the audit log is being sealed (ready) or not (degraded) */
+            /** @description The database answers; the audit log is being sealed and witnessed (ready) or not (degraded) */
             200: {
                 headers: {
                     "API-Version": components["headers"]["API-Version"];
@@ -2432,6 +2696,20 @@ export interface operations {
                             waiting_seconds: number;
                             /** Format: int64 */
                             seconds_since_last_seal?: number;
+                        };
+                        witnessing?: {
+                            /** @enum {boolean} */
+                            stale: true;
+                            newest_witnessed: {
+                                /** Format: int64 */
+                                tree_size: number;
+                                /** Format: date-time */
+                                created_at: string;
+                            } | null;
+                            /** Format: date-time */
+                            unwitnessed_since: string | null;
+                            /** Format: int64 */
+                            unwitnessed_seconds: number;
                         };
                     };
                 };
@@ -4945,6 +5223,8 @@ export interface operations {
                 limit?: number;
                 /** @description Opaque cursor from a page's next_cursor; omitted (or null, which a query string cannot carry and clients leave out): the first page */
                 cursor?: string | null;
+                /** @description actors: adds beside `data` an `actors` object naming each actor of the page by id; the records keep their shape */
+                include?: "actors";
             };
             header?: {
                 /** @description An ETag of an earlier answer: while it still matches, 304 Not Modified with no body. */
@@ -4957,7 +5237,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description OK: AuditRecordPage */
+            /** @description OK: AuditListPage */
             200: {
                 headers: {
                     "API-Version": components["headers"]["API-Version"];
@@ -4992,10 +5272,178 @@ export interface operations {
                      *           "request_id": "0b7d5c1e-5a3f-4f0e-9c8b-2f1d6e4a7b90"
                      *         }
                      *       ],
-                     *       "next_cursor": "eyJiIjo0MX0"
+                     *       "next_cursor": "eyJiIjo0MX0",
+                     *       "actors": {
+                     *         "1": {
+                     *           "email": "alice@example.com",
+                     *           "name": "Alice"
+                     *         }
+                     *       }
                      *     }
                      */
-                    "application/json": components["schemas"]["AuditRecordPage"];
+                    "application/json": components["schemas"]["AuditListPage"];
+                };
+            };
+            304: components["responses"]["NotModified"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getAuditStats: {
+        parameters: {
+            query?: {
+                /** @description A positive integer id */
+                actor_id?: number;
+                /** @description Repeatable: ?action=A&action=B */
+                action?: ("CREATE_USER" | "DELETE_USER" | "DEACTIVATE_USER" | "ACTIVATE_USER" | "CHANGE_USER_ROLE" | "LOGIN_SUCCESS" | "LOGIN_FAILURE" | "LOGOUT" | "PASSWORD_CHANGED" | "CREATE_PROJECT" | "DELETE_PROJECT" | "ADD_PROJECT_MEMBER" | "REMOVE_PROJECT_MEMBER" | "CREATE_TASK" | "DELETE_TASK" | "ASSIGN_TASK" | "CHANGE_TASK_STATUS" | "UPDATE_USER_EMAIL" | "CHANGE_PROJECT_MEMBER_ROLE" | "SESSION_REVOKED" | "EXPORT_AUDIT_LOG" | "REDACT_PERSONAL_DATA")[];
+                resource_type?: "USER" | "PROJECT" | "TASK" | "AUDIT_LOG";
+                /** @description A positive integer id */
+                resource_id?: number;
+                result?: "SUCCESS" | "FAILURE" | "DENIED";
+                /** @description Inclusive lower bound on timestamp */
+                from?: string;
+                /** @description Exclusive upper bound on timestamp */
+                to?: string;
+                /**
+                 * @description Search, GitHub audit-log style: terms separated by spaces, each `key:value` (a value with spaces in double quotes). Terms of different keys combine with AND, terms of one key with OR; a leading `-` excludes (a record with no value for the key is kept). ANDed with the other filters; pages as usual. Keys: `action:NAME`; `actor:<id>`, `actor:<email>` (case-insensitive; the user holding that email now; an unknown email matches nothing) or `actor:none`; `resource:TYPE` or `resource:TYPE/<id>`; `result:SUCCESS|FAILURE|DENIED`; `ip:<address>` or `ip:<CIDR>` (IPv4 or IPv6); `request:<request id>`; `created:>=DATE`, `created:>DATE`, `created:<DATE`, `created:<=DATE`, `created:DATE..DATE`. A DATE is `2026-11-26` (a whole UTC day: `<=2026-11-26` takes all of it, `>2026-11-26` starts the next day, a range includes both days) or an ISO 8601 date-time (UTC without an offset). Names and results are case-insensitive. Repeated `created` terms are alternatives too: a range is `created:A..B`. An unknown key, a bad value, a bare word, an unbalanced quote, an empty value, more than 20 terms or more than 500 characters is 400 INVALID_QUERY, whose `detail` quotes the term and says what is wrong. Example: `actor:alice@example.com -result:SUCCESS created:2026-11-01..2026-11-26`.
+                 * @example actor:alice@example.com -result:SUCCESS created:2026-11-01..2026-11-26
+                 */
+                q?: string;
+                /** @description Bucket size, in UTC. Default: hour for a window of up to 2 days, else day. At most 31 days of hours or 1,000 days; wider is 400 WINDOW_TOO_WIDE */
+                interval?: "hour" | "day";
+            };
+            header?: {
+                /** @description An ETag of an earlier answer: while it still matches, 304 Not Modified with no body. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description Your own id for this request, echoed in X-Request-Id and kept in the logs and audit records (when sane; else a new one is made). */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK: AuditStats */
+            200: {
+                headers: {
+                    "API-Version": components["headers"]["API-Version"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "interval": "day",
+                     *       "from": "2026-10-29T08:00:00.000Z",
+                     *       "to": "2026-11-28T08:00:00.000Z",
+                     *       "buckets": [
+                     *         {
+                     *           "start": "2026-10-29T00:00:00.000Z",
+                     *           "count": 412
+                     *         },
+                     *         {
+                     *           "start": "2026-10-30T00:00:00.000Z",
+                     *           "count": 0
+                     *         }
+                     *       ],
+                     *       "top_actions": [
+                     *         {
+                     *           "action": "CREATE_TASK",
+                     *           "count": 210
+                     *         }
+                     *       ],
+                     *       "top_actors": [
+                     *         {
+                     *           "actor_id": 1,
+                     *           "email": "alice@example.com",
+                     *           "name": "Alice",
+                     *           "count": 130
+                     *         }
+                     *       ],
+                     *       "total": 412
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AuditStats"];
+                };
+            };
+            304: components["responses"]["NotModified"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getAuditWitnesses: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description An ETag of an earlier answer: while it still matches, 304 Not Modified with no body. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description Your own id for this request, echoed in X-Request-Id and kept in the logs and audit records (when sane; else a new one is made). */
+                "X-Request-Id"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK: AuditWitnesses */
+            200: {
+                headers: {
+                    "API-Version": components["headers"]["API-Version"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "policy": "witness w1 w1.example+3f5e9a07+BNcf… https://w1.example\nwitness w2 w2.example+71aa01c2+BMx2… https://w2.example\ngroup both 2 w1 w2\nquorum both\n",
+                     *       "quorum_met": false,
+                     *       "newest_witnessed": {
+                     *         "tree_size": 1042,
+                     *         "created_at": "2026-11-22T08:15:35.000Z"
+                     *       },
+                     *       "witnesses": [
+                     *         {
+                     *           "name": "w1",
+                     *           "vkey": "w1.example+3f5e9a07+BNcf…",
+                     *           "url": "https://w1.example",
+                     *           "last_cosigned_size": 1042,
+                     *           "last_cosigned_at": "2026-11-22T08:15:41.000Z",
+                     *           "last_error": null
+                     *         },
+                     *         {
+                     *           "name": "w2",
+                     *           "vkey": "w2.example+71aa01c2+BMx2…",
+                     *           "url": "https://w2.example",
+                     *           "last_cosigned_size": 980,
+                     *           "last_cosigned_at": "2026-11-22T08:05:02.000Z",
+                     *           "last_error": "no answer within 10000 ms"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AuditWitnesses"];
                 };
             };
             304: components["responses"]["NotModified"];
@@ -5099,7 +5547,9 @@ export interface operations {
                      *       "key_id": "audit-2026",
                      *       "signature": "HNIkWUjFa7ErBjXYTtUukrTfKHYaFjSCIv/7v1Ywd+VPAFH58tUvtse/psjLETLTT36GKB0j+GtHZ4cIyKO0sA==",
                      *       "created_at": "2026-11-22T08:15:35.000Z",
-                     *       "note": "teamlog.example.com/audit\n1042\nn4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=\ntime 2026-11-22T08:15:35.000Z\nprev Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=\n\n— teamlog.example.com/audit obLD1BzSJFlIxWuxKwY12E7VLpK03yh2GhY0giL/+79WMHflTwBR+fLVL7bHv6bIyxEy0083higdI/hrR2eHCMijtLA=\n"
+                     *       "note": "teamlog.example.com/audit\n1042\nn4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=\ntime 2026-11-22T08:15:35.000Z\nprev Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=\n\n— teamlog.example.com/audit obLD1BzSJFlIxWuxKwY12E7VLpK03yh2GhY0giL/+79WMHflTwBR+fLVL7bHv6bIyxEy0083higdI/hrR2eHCMijtLA=\n",
+                     *       "cosignatures": [],
+                     *       "witnessed": false
                      *     }
                      */
                     "application/json": components["schemas"]["AuditCheckpoint"];
@@ -5229,6 +5679,8 @@ export interface operations {
             query?: {
                 /** @description A number of sealed records */
                 tree_size?: number;
+                /** @description json (default): the proof as JSON; tlog-proof: a C2SP tlog-proof (c2sp.org/tlog-proof@v1), text/plain, with the cosigned checkpoint */
+                format?: "json" | "tlog-proof";
             };
             header?: {
                 /** @description An ETag of an earlier answer: while it still matches, 304 Not Modified with no body. */
@@ -5244,7 +5696,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description OK: AuditInclusionProof */
+            /** @description The proof: JSON, or with format=tlog-proof a C2SP tlog-proof */
             200: {
                 headers: {
                     "API-Version": components["headers"]["API-Version"];
@@ -5287,6 +5739,21 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["AuditInclusionProof"];
+                    /**
+                     * @example c2sp.org/tlog-proof@v1
+                     *     extra eyJhY3Rpb24iOiJDSEFOR0VfVVNFUl9ST0xFIiwi4oCmIjoi4oCmIn0=
+                     *     index 1041
+                     *     Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=
+                     *
+                     *     teamlog.example.com/audit
+                     *     1042
+                     *     n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=
+                     *     time 2026-11-22T08:15:35.000Z
+                     *     prev Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=
+                     *
+                     *     — teamlog.example.com/audit obLD1BzSJFlIxWuxKwY12E7VLpK03yh2GhY0giL/+79WMHflTwBR+fLVL7bHv6bIyxEy0083higdI/hrR2eHCMijtLA=
+                     */
+                    "text/plain": string;
                 };
             };
             304: components["responses"]["NotModified"];

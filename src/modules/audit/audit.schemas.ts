@@ -1,5 +1,6 @@
-import { Type } from 'typebox';
-import { Id, NullableId, NullableString, PageQuery, StringEnum, Timestamp, named } from '../../http/schemas.js';
+import { Type, type Static } from 'typebox';
+import { Count, Id, NullableId, NullableString, Page, PageQuery, StringEnum, Timestamp, exampleOf, named } from '../../http/schemas.js';
+import { MAX_BUCKETS, STATS_INTERVALS, TOP } from './audit-stats.service.js';
 import { AUDIT_ACTIONS, AUDIT_RESULTS, RESOURCE_TYPES } from './audit.writer.js';
 
 /** An action or resource type as the database holds it (a CHECK constraint): new ones may come. */
@@ -62,4 +63,93 @@ export const AuditQuery = Type.Object(
     ...PageQuery,
   },
   { additionalProperties: false },
+);
+
+/** The list's query: the filters, `include=actors`, and the page (the export takes the filters alone: evidence.schemas.ts). */
+export const AuditListQuery = Type.Object(
+  {
+    ...AuditQuery.properties,
+    include: Type.Optional(
+      StringEnum(['actors'], { description: 'actors: adds beside `data` an `actors` object naming each actor of the page by id; the records keep their shape' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const AuditActor = named(
+  'AuditActor',
+  Type.Object({
+    email: NullableString(254, {
+      description: "The user's email now; for a user deleted since, the one their DELETE_USER record holds (\"[redacted]\" once erased); null when unknown",
+    }),
+    name: NullableString(100, { description: "The user's name now; null for a user deleted since" }),
+  }),
+  { email: 'alice@example.com', name: 'Alice' },
+);
+
+const AUDIT_LIST_EXAMPLE = { data: [exampleOf(AuditRecord) as Static<typeof AuditRecord>], next_cursor: 'eyJiIjo0MX0' };
+
+/** A page of records; with include=actors, the page's actors beside it. */
+export const AuditListPage = named(
+  'AuditListPage',
+  Type.Object({
+    ...Page(AuditRecord).properties,
+    actors: Type.Optional(
+      Type.Record(Type.String({ pattern: '^[1-9][0-9]*$' }), AuditActor, {
+        description: 'With include=actors: each actor_id of the page (not null) once, by id as a string',
+      }),
+    ),
+  }),
+  { ...AUDIT_LIST_EXAMPLE, actors: { '1': { email: 'alice@example.com', name: 'Alice' } } },
+);
+
+const { limit: _limit, cursor: _cursor, ...FILTERS } = AuditQuery.properties;
+
+export const AuditStatsQuery = Type.Object(
+  {
+    ...FILTERS,
+    interval: Type.Optional(
+      StringEnum(STATS_INTERVALS, {
+        description:
+          'Bucket size, in UTC. Default: hour for a window of up to 2 days, else day. At most 31 days of hours or 1,000 days; wider is 400 WINDOW_TOO_WIDE',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const AuditStats = named(
+  'AuditStats',
+  Type.Object({
+    interval: StringEnum(STATS_INTERVALS),
+    from: Timestamp,
+    to: Timestamp,
+    buckets: Type.Array(Type.Object({ start: Timestamp, count: Count() }), {
+      maxItems: MAX_BUCKETS.day,
+      description: 'Every bucket of the window, oldest first, 0 when empty: the UTC hour or day starting at `start`',
+    }),
+    top_actions: Type.Array(Type.Object({ action: Type.String({ ...UPPER_NAME }), count: Count() }), { maxItems: TOP, description: 'Most frequent first; ties by name' }),
+    top_actors: Type.Array(
+      Type.Object({
+        actor_id: NullableId({ description: 'null: the records without an actor (an unknown email at login, the CLI)' }),
+        email: AuditActor.properties.email,
+        name: AuditActor.properties.name,
+        count: Count(),
+      }),
+      { maxItems: TOP, description: 'Most frequent first; ties by id, no actor last' },
+    ),
+    total: Count({ description: 'The records counted: the sum of the buckets' }),
+  }),
+  {
+    interval: 'day',
+    from: '2026-10-29T08:00:00.000Z',
+    to: '2026-11-28T08:00:00.000Z',
+    buckets: [
+      { start: '2026-10-29T00:00:00.000Z', count: 412 },
+      { start: '2026-10-30T00:00:00.000Z', count: 0 },
+    ],
+    top_actions: [{ action: 'CREATE_TASK', count: 210 }],
+    top_actors: [{ actor_id: 1, email: 'alice@example.com', name: 'Alice', count: 130 }],
+    total: 412,
+  },
 );

@@ -13,13 +13,15 @@ import {
   type AuditFilters, type AuditRow, type ResolvedSearch,
 } from './audit.repository.js';
 import { parseAuditSearch, windowsBoundedAbove, type AuditSearch } from './audit.search.js';
+import { findActorDeletions, findActorUsers } from './audit-actors.repository.js';
+import { readAuditStats, statsWindow, type AuditStats, type StatsInterval } from './audit-stats.service.js';
 
 export const REDACTED = '[redacted]';
 
 const isRef = (v: unknown): v is Record<string, string> => personalRefOf(v) !== undefined;
 
-/** Puts personal data back into records: the stored value while it exists, else "[redacted]". */
-export async function resolvePersonalData<R extends AuditRow>(q: Queryable, rows: R[]): Promise<R[]> {
+/** Puts personal data back into records (or rows with a record's metadata): the stored value while it exists, else "[redacted]". */
+export async function resolvePersonalData<R extends Pick<AuditRow, 'metadata'>>(q: Queryable, rows: R[]): Promise<R[]> {
   const refs = new Set<string>();
   for (const row of rows) for (const v of Object.values(row.metadata)) if (isRef(v)) refs.add(v[PERSONAL_MARKER]!);
   if (refs.size === 0) return rows;
@@ -67,6 +69,32 @@ export function listAuditLog(db: Database, f: AuditFilters, beforeId: number | u
   return db.transaction((tx) => queryAuditLogUnderCeiling(tx, f, windows, beforeId, limit), { planEachStatement: true });
 }
 
+/** An actor as the console names it; null where nothing is known (an id that names no user now, and no deletion of one). */
+export interface ActorName {
+  email: string | null;
+  name: string | null;
+}
+
+/**
+ * The users `ids` name, as the API shows them: a user's email and name as they are now (as
+ * GET /users shows them); a user deleted since, the email their DELETE_USER record holds, as
+ * the record shows it ("[redacted]" once erased), and no name (the log never held one).
+ */
+export async function actorNames(q: Queryable, ids: number[]): Promise<Map<number, ActorName>> {
+  const wanted = [...new Set(ids)].sort((a, b) => a - b);
+  const names = new Map<number, ActorName>();
+  if (wanted.length === 0) return names;
+  const users = new Map((await findActorUsers(q, wanted)).map((u) => [u.id, u]));
+  const gone = wanted.filter((id) => !users.has(id));
+  const deletions = new Map(gone.length === 0 ? [] : (await resolvePersonalData(q, await findActorDeletions(q, gone))).map((d) => [d.id, d.metadata]));
+  for (const id of wanted) {
+    const user = users.get(id);
+    const email = deletions.get(id)?.email;
+    names.set(id, user ? { email: user.email, name: user.name } : { email: typeof email === 'string' ? email : null, name: null });
+  }
+  return names;
+}
+
 const EXPORT = useCase('audit.export', ['EXPORT_AUDIT_LOG']);
 
 export function createAuditService(deps: Deps) {
@@ -77,6 +105,18 @@ export function createAuditService(deps: Deps) {
   return {
     async search(filters: AuditFilters, page: PageRequest): Promise<Page<AuditRow>> {
       return resolvedPage(pageOf(await listAuditLog(db, await resolveSearch(db, filters), page.after, page.limit), page));
+    },
+
+    /** The page's actors by id (GET /audit-logs?include=actors): each non-null actor_id of `records` once. */
+    async actorsOf(records: AuditRow[]): Promise<Record<string, ActorName>> {
+      const names = await actorNames(db, records.flatMap((r) => (r.actor_id === null ? [] : [r.actor_id])));
+      return Object.fromEntries([...names].map(([id, name]) => [String(id), name]));
+    },
+
+    /** Counts of the records a list with the same filters and q would give, over their window (audit-stats.service.ts). */
+    async stats(filters: AuditFilters, interval: StatsInterval | undefined): Promise<AuditStats> {
+      const resolved = await resolveSearch(db, filters);
+      return readAuditStats(db, resolved, statsWindow(resolved, interval, Date.now()), (ids) => actorNames(db, ids));
     },
 
     /** An export is itself audited (docs/api.md 4): one EXPORT_AUDIT_LOG record, written before the first line. */

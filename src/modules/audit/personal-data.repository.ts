@@ -15,6 +15,9 @@ export interface PersonalDataRow {
 const S = statements('personal-data', {
   // The values, with what it takes to check them against their refs (personalDataMatches).
   find: `SELECT ref, subject_user_id, value, encode(salt, 'hex') AS salt FROM audit_personal_data WHERE ref = ANY ($1::text[])`,
+  // A few values, whichever the key's order gives: whether any matches its ref under the keys
+  // `teamlog audit verify` was given tells keys of this deployment from keys of another.
+  sample: `SELECT ref, subject_user_id, value, encode(salt, 'hex') AS salt FROM audit_personal_data ORDER BY ref LIMIT $1`,
   // Erasure of everything stored about one user (`teamlog audit redact --user`). Only an
   // owner connection may: the service's role has no DELETE here (R__privileges.sql).
   eraseSubject: `WITH erased AS (DELETE FROM audit_personal_data WHERE subject_user_id = $1 RETURNING 1)
@@ -28,6 +31,9 @@ const S = statements('personal-data', {
 });
 
 export const storedPersonalData = (q: Queryable, refs: string[]) => query<PersonalDataRow>(q, S.find, [refs]);
+
+/** Up to `limit` stored values, with what it takes to check them against their refs. */
+export const samplePersonalData = (q: Queryable, limit: number) => query<PersonalDataRow>(q, S.sample, [limit]);
 
 /** Deletes every stored value whose subject is `userId`; answers how many there were. */
 export async function erasePersonalDataOf(q: Queryable, userId: number): Promise<number> {

@@ -1,11 +1,16 @@
-// The signed-in console: search (kept in the URL), the records table with Load more and the
-// actor/resource pivots, Live with its "N new records" button, exports, and the details dialog.
+// The signed-in console: search (kept in the URL) and the filter controls that write it, the
+// Activity chart, the records table (a card per record on a narrow screen) with Load more and the
+// actor/resource pivots, each record named and told in one sentence, Live with its "N new
+// records" button, exports, and the details dialog.
 import { html } from 'htm/preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, type AuditRecord, type ConsoleApi, type ExportFormat, type LiveState, type LiveSubscription, type User } from '../api.js';
-import { describeError, utcTime } from '../format.js';
+import { describeError, localTime, utcTime } from '../format.js';
 import { actorTerm, narrow, putQueryInUrl, queryInUrl, resourceTerm } from '../query.js';
+import { actorName, nameInMetadata, resourceName, sentence, type Actors, type Names } from '../sentence.js';
+import { Activity } from './activity.js';
 import { Details } from './details.js';
+import { Filters } from './filters.js';
 import { StatusLine } from './status.js';
 
 const PAGE_SIZE = 50;
@@ -33,23 +38,42 @@ function download(blob: Blob, name: string): void {
   setTimeout(() => URL.revokeObjectURL(url), 60_000);
 }
 
-function Row({ record, onOpen, onNarrow }: { record: AuditRecord; onOpen: (r: AuditRecord) => void; onNarrow: (key: string, value: string) => void }) {
+/** What a notice is about: it shows only while the query it was said for is the one shown. */
+interface Notice {
+  text: string;
+  q: string | undefined;
+}
+
+/** The names a set of records gives resources (a task's title in its CREATE_TASK), to name them in the others. */
+function resourceNames(records: AuditRecord[], into = new Map<string, string>()): Map<string, string> {
+  for (const r of records) {
+    const found = nameInMetadata(r);
+    if (found && !into.has(found[0])) into.set(found[0], found[1]);
+  }
+  return into;
+}
+
+function Row({ record, names, onOpen, onNarrow }: { record: AuditRecord; names: Names; onOpen: (r: AuditRecord) => void; onNarrow: (key: string, value: string) => void }) {
   const actor = actorTerm(record.actor_id);
   const resource = resourceTerm(record.resource_type, record.resource_id);
+  const person = record.actor_id === null ? undefined : names.actors[String(record.actor_id)];
   // A click anywhere on the row opens it; the pivots and the time are buttons of their own.
   const stop = (fn: () => void) => (e: Event) => {
     e.stopPropagation();
     fn();
   };
+  const utc = `${utcTime(record.timestamp)} UTC`;
   return html`
     <tr data-id=${record.id} class=${`result-${record.result.toLowerCase()}`} onClick=${() => onOpen(record)}>
-      <td><button type="button" class="link" onClick=${stop(() => onOpen(record))} title=${`Details of record ${record.id}`}>
-        <time datetime=${record.timestamp}>${utcTime(record.timestamp)}</time></button></td>
-      <td><button type="button" class="link pivot" data-pivot="actor" title=${`Narrow the search to actor:${actor}`} onClick=${stop(() => onNarrow('actor', actor))}>${actor}</button></td>
-      <td>${record.action}</td>
-      <td><button type="button" class="link pivot" data-pivot="resource" title=${`Narrow the search to resource:${resource}`} onClick=${stop(() => onNarrow('resource', resource))}>${resource}</button></td>
-      <td><span class="result">${record.result}</span></td>
-      <td>${record.ip ?? '—'}</td>
+      <td data-label="Time"><button type="button" class="link" onClick=${stop(() => onOpen(record))} title=${`${utc}: details of record ${record.id}`}>
+        <time datetime=${record.timestamp}>${localTime(record.timestamp)}</time></button></td>
+      <td data-label="Actor"><button type="button" class="link pivot" data-pivot="actor" title=${`${record.actor_id === null ? 'No user' : `User id ${record.actor_id}`}: narrow the search to actor:${actor}`}
+        onClick=${stop(() => onNarrow('actor', actor))}>${person?.name || (person ? person.email : actorName(record, names))}</button>
+        ${person?.name && html`<span class="email">${person.email}</span>`}</td>
+      <td data-label="Action"><span class="sentence">${sentence(record, names)}</span> <code class="action">${record.action}</code></td>
+      <td data-label="Resource"><button type="button" class="link pivot" data-pivot="resource" title=${`${resource}: narrow the search to resource:${resource}`} onClick=${stop(() => onNarrow('resource', resource))}>${resourceName(record, names)}</button></td>
+      <td data-label="Result"><span class="result">${record.result}</span></td>
+      <td data-label="IP">${record.ip ?? '\u2014'}</td>
     </tr>`;
 }
 
@@ -61,7 +85,8 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
   const [cursor, setCursor] = useState<string | null>(null);
   const [loading, setLoading] = useState(false);
   const [error, setError] = useState('');
-  const [notice, setNotice] = useState('');
+  const [notice, setNoticeState] = useState<Notice | undefined>(undefined);
+  const [actors, setActors] = useState<Actors>({});
   const [pending, setPending] = useState<AuditRecord[]>([]);
   const [live, setLive] = useState<LiveState>('off');
   const [open, setOpen] = useState<AuditRecord | undefined>(undefined);
@@ -71,8 +96,12 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
   const loadSeq = useRef(0);
   const subscription = useRef<LiveSubscription | undefined>(undefined);
   // What live callbacks read: the values of the last render.
-  const current = useRef({ rows, pending, activeQ });
-  current.current = { rows, pending, activeQ };
+  const current = useRef({ rows, pending, activeQ, actors });
+  current.current = { rows, pending, activeQ, actors };
+  /** A notice about the query shown now: it goes when another query is run. */
+  const setNotice = (text: string) => setNoticeState(text ? { text, q: current.current.activeQ } : undefined);
+  /** People the records name, from every page read (live records name theirs through the next page). */
+  const meet = (more: Actors) => setActors((old) => ({ ...old, ...more }));
 
   const load = useCallback(
     async (q: string, more?: string | null) => {
@@ -83,6 +112,7 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
         if (seq !== loadSeq.current) return;
         setActiveQ(q);
         setError('');
+        meet(page.actors);
         if (more) setRows((old) => [...old, ...fresh(page.data, old)]);
         else {
           setRows(page.data);
@@ -108,6 +138,10 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
 
   const run = (q: string) => {
     const text = q.trim();
+    // A notice belongs to the query it was said for.
+    setNoticeState(undefined);
+    // Another list: read from its top (a pivot deep in the table, a filter control).
+    if (scrollY > SCROLL_SLACK_PX) scrollTo({ top: 0 });
     setTyped(text);
     putQueryInUrl(text);
     void load(text);
@@ -118,6 +152,7 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
     search.current?.focus();
     // Back and forward run the query the address holds.
     const onPop = () => {
+      setNoticeState(undefined);
       setTyped(queryInUrl());
       void load(queryInUrl());
     };
@@ -150,7 +185,7 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
     matchTimer.current = setTimeout(() => {
       matchTimer.current = undefined;
       api.listAuditLogs({ q, limit: PAGE_SIZE }).then(
-        (page) => current.current.activeQ === q && arrive(page.data),
+        (page) => current.current.activeQ === q && (meet(page.actors), arrive(page.data)),
         () => undefined,
       );
     }, LIVE_QUERY_DEBOUNCE_MS);
@@ -158,7 +193,12 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
   const onLiveRecord = (record: AuditRecord) => {
     const q = current.current.activeQ;
     if (q === undefined) return;
-    if (q === '') return arrive([record]);
+    if (q === '') {
+      arrive([record]);
+      // Someone the page has not met yet: the newest page names them (include=actors).
+      if (record.actor_id !== null && !current.current.actors[String(record.actor_id)]) fetchNewest();
+      return;
+    }
     // The service decides what a query matches.
     fetchNewest();
   };
@@ -203,12 +243,14 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
   };
 
   const liveOn = live !== 'off';
+  const names: Names = { actors, resources: resourceNames(rows, resourceNames(pending)) };
+  const shownNotice = notice && notice.q === activeQ ? notice.text : '';
   return html`
     <header class="top">
       <h1>Audit log</h1>
       <p class="who">Signed in as ${user.email} <button type="button" onClick=${onSignOut}>Sign out</button></p>
+      <${StatusLine} api=${api} />
     </header>
-    <${StatusLine} api=${api} />
     <main>
       <form class="search" role="search" onSubmit=${(e: Event) => (e.preventDefault(), run(typed))}>
         <label for="q">Search</label>
@@ -218,6 +260,7 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
           <code>result:DENIED</code> <code>ip:10.0.0.0/8</code> <code>created:>=2026-11-26</code>; <code>-</code> negates.</span>
       </form>
       <p id="q-error" class="error" role="alert">${error}</p>
+      <${Filters} q=${activeQ ?? typed} onQuery=${run} />
       <div class="toolbar">
         <button type="button" role="switch" aria-checked=${liveOn ? 'true' : 'false'} class="switch" onClick=${toggleLive}>Live</button>
         <span class="live-state" aria-live="polite">${liveOn ? LIVE_LABEL[live] : ''}</span>
@@ -225,7 +268,8 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
         <button type="button" onClick=${() => exportAs('csv')} disabled=${exporting !== undefined}>Export CSV</button>
         <button type="button" onClick=${() => exportAs('ndjson')} disabled=${exporting !== undefined}>Export NDJSON</button>
       </div>
-      <p class="notice" role="status">${exporting ? `Exporting ${exporting.toUpperCase()}…` : notice}</p>
+      <p class="notice" role="status">${exporting ? `Exporting ${exporting.toUpperCase()}…` : shownNotice}</p>
+      <${Activity} api=${api} q=${activeQ} onQuery=${run} />
       ${pending.length > 0 &&
       html`<p class="new-records"><button type="button" onClick=${showPending}>${pending.length} new ${pending.length === 1 ? 'record' : 'records'}</button></p>`}
       <table ref=${table} tabindex="-1" aria-busy=${loading ? 'true' : 'false'} aria-describedby="table-summary">
@@ -233,7 +277,7 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
           <tr><th scope="col">Time</th><th scope="col">Actor</th><th scope="col">Action</th><th scope="col">Resource</th><th scope="col">Result</th><th scope="col">IP</th></tr>
         </thead>
         <tbody>
-          ${rows.map((r) => html`<${Row} key=${r.id} record=${r} onOpen=${setOpen} onNarrow=${(key: string, value: string) => run(narrow(current.current.activeQ ?? '', key, value))} />`)}
+          ${rows.map((r) => html`<${Row} key=${r.id} record=${r} names=${names} onOpen=${setOpen} onNarrow=${(key: string, value: string) => run(narrow(current.current.activeQ ?? '', key, value))} />`)}
         </tbody>
       </table>
       <p id="table-summary" class="hint">
@@ -241,5 +285,5 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
       </p>
       ${cursor && html`<p><button type="button" onClick=${() => load(current.current.activeQ ?? '', cursor)} disabled=${loading}>Load more</button></p>`}
     </main>
-    ${open && html`<${Details} api=${api} record=${open} onClose=${() => setOpen(undefined)} />`}`;
+    ${open && html`<${Details} api=${api} record=${open} names=${names} onClose=${() => setOpen(undefined)} />`}`;
 }

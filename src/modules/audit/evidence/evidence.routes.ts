@@ -9,11 +9,12 @@ import { authedContext } from '../../../http/request-context.js';
 import { IdParams, errorResponses } from '../../../http/schemas.js';
 import type { ProducesConfig } from '../../../http/conventions.js';
 import { SCAN_RETRY_AFTER_SECONDS, type ScanSlots } from '../../../http/scan-slots.js';
-import type { AuditService } from '../audit.service.js';
+import { checkedSearch, type AuditService } from '../audit.service.js';
 import { CheckpointJson, ConsistencyProof, ConsistencyQuery, ExportQuery, InclusionProof, ProofQuery, PublicKey, TilePathParams, VerifyReport } from './evidence.schemas.js';
 import type { EvidenceService } from './evidence.service.js';
 import { parseTilePath } from '../../../tlog/tiles.js';
 import { invalid } from '../../../domain/errors.js';
+import { registerWitnessRoutes } from './witness.routes.js';
 
 const security = [{ bearer: [] }];
 const tags = ['audit'];
@@ -34,16 +35,24 @@ const CHECKPOINT_NOTE_EXAMPLE =
   'teamlog.example.com/audit\n1042\nn4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=\ntime 2026-11-22T08:15:35.000Z\n' +
   'prev Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=\n\n— teamlog.example.com/audit obLD1BzSJFlIxWuxKwY12E7VLpK03yh2GhY0giL/+79WMHflTwBR+fLVL7bHv6bIyxEy0083higdI/hrR2eHCMijtLA=\n';
 
+const TLOG_PROOF_EXAMPLE =
+  'c2sp.org/tlog-proof@v1\nextra eyJhY3Rpb24iOiJDSEFOR0VfVVNFUl9ST0xFIiwi4oCmIjoi4oCmIn0=\nindex 1041\nVd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=\n\n' +
+  CHECKPOINT_NOTE_EXAMPLE;
+
 /** What the export and verification routes say of MAX_CONCURRENT_AUDIT_SCANS (OpenAPI only). */
 const SCAN_LIMIT =
   ' At most MAX_CONCURRENT_AUDIT_SCANS exports and verifications (default 2) run at once on an instance: one more is refused ' +
   `with 429 RATE_LIMITED and Retry-After (${SCAN_RETRY_AFTER_SECONDS} s) rather than queued, so that no administrator starves the other users.`;
+
+/** An export's Content-Type. */
+const exportType = (format: string) => (format === 'csv' ? 'text/csv; charset=utf-8' : 'application/x-ndjson; charset=utf-8');
 
 /** Whether the client asked for the signed note itself rather than JSON. */
 const wantsNote = (accept: string | undefined) => !!accept && /(^|,)\s*text\/plain/i.test(accept) && !/application\/json/i.test(accept);
 
 export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService, evidence: EvidenceService, scans: ScanSlots): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
+  registerWitnessRoutes(app, evidence);
 
   api.get('/audit-logs/verify', {
     schema: {
@@ -55,10 +64,12 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
         'one the sealer took but never sealed, and a sealer that stopped (records waiting longer than AUDIT_SEAL_STALL_MS). `ok: false` names ' +
         'the first bad record (`first_bad_id`), or the first bad stored tile (`first_bad_tile`), or the first record waiting (`first_unsealed_id`), and the problem. ' +
         'Reads in chunks: on a large log this takes seconds (about 100,000 records a second).' + SCAN_LIMIT +
-        ' A verification holds its slot until it ends, even when its client has gone.',
+        ' A verification holds its slot until it ends, even when its client has gone. HEAD answers the headers only, without verifying.',
       response: { 200: VerifyReport, ...errorResponses(401, 403, 429) },
     },
-    handler: async () => {
+    handler: async (request, reply) => {
+      // HEAD: the headers only, without a verification (Fastify's HEAD would run one and drop its answer).
+      if (request.method === 'HEAD') return reply.type('application/json; charset=utf-8').send(undefined as never);
       const release = scans.take('verify');
       try {
         await scans.holding('verify');
@@ -74,7 +85,10 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
     schema: {
       operationId: 'getLatestCheckpoint', tags, security,
       summary: 'The newest signed checkpoint (ADMIN)',
-      description: 'A C2SP tlog-checkpoint signed with Ed25519. With `Accept: text/plain`, the signed note itself, as note verifiers and witnesses take it. 404 until the first records are sealed.',
+      description:
+        'A C2SP tlog-checkpoint signed with Ed25519. With `Accept: text/plain`, the signed note itself, as note verifiers and witnesses take it. 404 until the first records are sealed. ' +
+        'The note carries, after the log\'s own signature line, the cosignature lines that witnesses returned for it (AUDIT_WITNESS_POLICY), ' +
+        '`cosignatures` lists them, and `witnessed` says whether they meet the policy\'s quorum.',
       response: { 200: CheckpointJson, ...errorResponses(401, 403, 404) },
     },
     handler: async (request, reply) => {
@@ -107,6 +121,7 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
   });
 
   api.get('/audit-logs/:id/proof', {
+    config: { produces: ['text/plain'] } satisfies ProducesConfig,
     schema: {
       operationId: 'getInclusionProof', tags, security,
       summary: 'RFC 6962 inclusion proof of one record (ADMIN)',
@@ -114,12 +129,33 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
         'Against the tree of `tree_size` records (default: the newest checkpoint\'s), with the record\'s sealed form (`sealed`), from which a client ' +
         'recomputes the leaf (SHA-256 of 0x00 and its RFC 8785 canonical JSON). 404 until the record is sealed and covered by a checkpoint. ' +
         'Every proof is checked before it is served: the stored tree at `tree_size` must extend, or be extended by, the newest signed checkpoint, ' +
-        'and the proof must lead to its root; a record or a stored tree changed behind the service\'s back is 409 CONFLICT, never a proof that fails.',
+        'and the proof must lead to its root; a record or a stored tree changed behind the service\'s back is 409 CONFLICT, never a proof that fails. ' +
+        'With `format=tlog-proof`, a C2SP tlog-proof (c2sp.org/tlog-proof@v1), text/plain, checked with nothing else than a tlog-policy: `extra` is the base64 of ' +
+        'the record\'s entry (the RFC 8785 bytes of its sealed form), `index` its seq, then the inclusion path, a blank line and the checkpoint\'s signed note ' +
+        'with its cosignatures; against the checkpoint of `tree_size` records, or by default the one GET /audit-logs/tlog/checkpoint serves (the newest ' +
+        'witnessed one when a witness policy is set: 404 until one covers the record).',
       params: IdParams,
       querystring: ProofQuery,
-      response: { 200: InclusionProof, ...errorResponses(400, 401, 403, 404, 409) },
+      response: {
+        200: {
+          description: 'The proof: JSON, or with format=tlog-proof a C2SP tlog-proof',
+          content: {
+            'application/json': { schema: InclusionProof },
+            'text/plain': { schema: { type: 'string', maxLength: 32_768 }, example: TLOG_PROOF_EXAMPLE },
+          },
+        },
+        ...errorResponses(400, 401, 403, 404, 409),
+      },
     },
-    handler: (request) => evidence.inclusionProof(request.params.id, request.query.tree_size),
+    handler: async (request, reply) => {
+      const { tree_size: treeSize, format } = request.query;
+      if (format === 'tlog-proof') {
+        const proof = await evidence.tlogProof(request.params.id, treeSize);
+        // Text, not the JSON body the schema types: sent as it is, past the serializer.
+        return reply.type('text/plain; charset=utf-8').send(proof as never);
+      }
+      return evidence.inclusionProof(request.params.id, treeSize);
+    },
   });
 
   api.get('/audit-logs/tlog/checkpoint', {
@@ -127,11 +163,14 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
     schema: {
       operationId: 'getTlogCheckpoint', tags, security,
       summary: 'The newest checkpoint\'s signed note, as C2SP tlog-tiles serves it (ADMIN)',
-      description: 'The `checkpoint` of a tiled log (c2sp.org/tlog-tiles), text/plain; the same note as GET /audit-logs/checkpoints/latest. 404 until the first records are sealed.',
+      description:
+        'The `checkpoint` of a tiled log (c2sp.org/tlog-tiles), text/plain, with the witnesses\' cosignature lines after the log\'s signature line. Without a ' +
+        'witness policy, the same note as GET /audit-logs/checkpoints/latest; with one (AUDIT_WITNESS_POLICY), the newest checkpoint whose cosignatures meet ' +
+        'its quorum, which may be older than the newest. 404 until the first records are sealed, or with a policy until a checkpoint is witnessed.',
       response: {
         200: {
           description: 'A C2SP tlog-checkpoint signed note',
-          content: { 'text/plain': { schema: { type: 'string', maxLength: 2048 }, example: CHECKPOINT_NOTE_EXAMPLE } },
+          content: { 'text/plain': { schema: { type: 'string', maxLength: 16_384 }, example: CHECKPOINT_NOTE_EXAMPLE } },
         },
         ...errorResponses(401, 403, 404),
       },
@@ -177,13 +216,15 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
       description:
         'Streams the whole result in constant memory; writes one EXPORT_AUDIT_LOG record first. NDJSON: a line ' +
         '`{type: "record", record, sealed, seq, leaf_hash, audit_path}` per record covered by the newest checkpoint, in seq order; ' +
-        'then records not covered yet (seq null, no proof); last `{type: "checkpoint", …, export: {filters, records}}`. ' +
+        'then records not covered yet (seq null, no proof); last `{type: "checkpoint", …, export: {filters, records}}`, its note carrying the witnesses\' ' +
+        'cosignatures (with a witness policy, the checkpoint is the newest witnessed one while there is one). ' +
         'Lines are compact JSON but for `metadata`, which keeps PostgreSQL\'s jsonb spacing and key order (`{"key": "value"}`): ' +
         'whitespace and key order carry nothing (a leaf is over the canonical form), so parse lines rather than match bytes. ' +
         'Check it offline with `npx teamlog audit verify --file export.ndjson --public-key key.pem`. CSV: one row per record, ' +
         'cells starting with = + - @ tab or CR prefixed with an apostrophe. The right is checked again before each block is read: ' +
         'if the session is revoked or its user is no longer an ADMIN, the response is cut off (NDJSON: without its checkpoint line).' + SCAN_LIMIT +
-        ' An export holds its slot until its last line is sent, or its client goes.',
+        ' An export holds its slot until its last line is sent, or its client goes. HEAD answers the headers only: it exports nothing, ' +
+        'writes no record and takes no slot.',
       querystring: ExportQuery,
       response: {
         200: {
@@ -198,6 +239,12 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
     },
     handler: async (request, reply) => {
       const { format = 'ndjson', ...filters } = request.query;
+      // HEAD: the headers GET would send, its refusals too (a bad q is 400), and nothing else:
+      // no export, no EXPORT_AUDIT_LOG record, no scan slot (Fastify's HEAD would run the export and drop it).
+      if (request.method === 'HEAD') {
+        checkedSearch(filters.q);
+        return reply.type(exportType(format)).header('content-disposition', `attachment; filename="audit-log.${format}"`).send(undefined as never);
+      }
       const release = scans.take('export');
       // The response closes when the stream ended, failed, or the client went (which stops the
       // stream): the scan is over in every case.
@@ -209,7 +256,7 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
         release();
         throw err;
       }
-      reply.type(format === 'csv' ? 'text/csv; charset=utf-8' : 'application/x-ndjson; charset=utf-8');
+      reply.type(exportType(format));
       reply.header('content-disposition', `attachment; filename="audit-log.${format}"`);
       // A stream is piped as it is read (backpressure), past the serializer.
       return reply.send(evidence.exportStream(filters, format, authedContext(request).actor, { lowPriority: true }) as never);

@@ -12,6 +12,18 @@ const Origin = Type.String({ maxLength: 200, pattern: '^[^\\s+]+$', description:
 const KeyId = Type.String({ maxLength: 64, pattern: '^[A-Za-z0-9._:-]+$' });
 const HASH_EXAMPLE = 'n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=';
 
+/** A witness's cosignature of a checkpoint (C2SP tlog-cosignature, cosignature/v1), as its line carries it. */
+export const Cosignature = named(
+  'AuditCosignature',
+  Type.Object({
+    name: Type.String({ maxLength: 200, pattern: '^[^\\s+]+$', description: 'The name in the witness\'s vkey, as its signature line carries it (the policy\'s label for the witness may differ)' }),
+    key_id: Type.String({ maxLength: 8, pattern: '^[0-9a-f]{8}$', description: 'The witness key\'s ID: 8 hex digits, as in its vkey' }),
+    time: { ...Timestamp, description: 'The time the cosignature signs (whole seconds), ISO 8601 UTC' },
+    signature: Type.String({ maxLength: 88, pattern: '^[A-Za-z0-9+/]{86}==$', description: 'The Ed25519 signature alone (64 bytes), standard base64; the line is `— <name> base64(key ID ‖ 8-byte big-endian time ‖ signature)`' }),
+  }),
+  { name: 'witness.example/w1', key_id: '3f5e9a07', time: '2026-11-22T08:15:41.000Z', signature: 'N+/2wmAgRgoU+SPve5Z1XX+4T/Gwaw4HqFxZK9/ftK1RGEofQ5sXB6o59kN0LUzsMVIsBF8JaBE3VzDanDY2uQ==' },
+);
+
 export const VerifyReport = named(
   'AuditVerifyReport',
   Type.Object({
@@ -56,7 +68,9 @@ export const CheckpointJson = named(
     key_id: KeyId,
     signature: Type.String({ maxLength: 88, pattern: '^[A-Za-z0-9+/]{86}==$', description: 'The Ed25519 signature in the note, standard base64' }),
     created_at: Timestamp,
-    note: Type.String({ maxLength: 2048, description: 'The C2SP tlog-checkpoint signed note' }),
+    note: Type.String({ maxLength: 16_384, description: 'The C2SP tlog-checkpoint signed note: the log\'s signature line, then the witnesses\' cosignature lines' }),
+    cosignatures: Type.Array(Cosignature, { maxItems: 99, description: 'The witnesses\' cosignatures kept for this checkpoint that verify under the witness policy (as kept, without one), in the note\'s order' }),
+    witnessed: Type.Boolean({ description: 'The cosignatures meet the witness policy\'s quorum (AUDIT_WITNESS_POLICY); false without a policy' }),
   }),
   {
     origin: 'teamlog.example.com/audit',
@@ -69,6 +83,8 @@ export const CheckpointJson = named(
     note:
       'teamlog.example.com/audit\n1042\nn4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=\ntime 2026-11-22T08:15:35.000Z\n' +
       'prev Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A=\n\n— teamlog.example.com/audit obLD1BzSJFlIxWuxKwY12E7VLpK03yh2GhY0giL/+79WMHflTwBR+fLVL7bHv6bIyxEy0083higdI/hrR2eHCMijtLA=\n',
+    cosignatures: [],
+    witnessed: false,
   },
 );
 
@@ -94,7 +110,15 @@ export const PublicKey = named(
   },
 );
 
-export const ProofQuery = Type.Object({ tree_size: Type.Optional(TreeSize) }, { additionalProperties: false });
+export const ProofQuery = Type.Object(
+  {
+    tree_size: Type.Optional(TreeSize),
+    format: Type.Optional(StringEnum(['json', 'tlog-proof'], {
+      description: 'json (default): the proof as JSON; tlog-proof: a C2SP tlog-proof (c2sp.org/tlog-proof@v1), text/plain, with the cosigned checkpoint',
+    })),
+  },
+  { additionalProperties: false },
+);
 
 /** The record as it was sealed (docs/api.md 5.4): its API fields, personal values as their refs. */
 export const SealedAuditRecord = named(

@@ -29,6 +29,10 @@ import type { SigningKey } from './signing-key.loader.js';
 import { readTile, storedNodes } from './tile.store.js';
 import { encodeEntryBundle, TILE_WIDTH, tileWidthAt } from '../../../tlog/tiles.js';
 import { verifyDatabase, type VerifyReport } from './log.verifier.js';
+import type { WitnessPolicyFile } from '../../../config.js';
+import { formatTlogProof } from '../../../tlog/proof-bundle.js';
+import { newestCheckpointAtSize } from './cosignature.repository.js';
+import { createWitnessing, type CosignedCheckpoint } from './witnessing.service.js';
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
 
@@ -57,6 +61,8 @@ export interface EvidenceOptions {
   scanThreads?: number;
   /** Told of a worker thread's database connection failing (the scan itself fails with its error). */
   onScanWarning?: (err: Error) => void;
+  /** The witnesses and their quorum (AUDIT_WITNESS_POLICY): what the served notes carry, and which checkpoint tlog clients are served. */
+  witnessPolicy?: WitnessPolicyFile;
 }
 
 /**
@@ -81,6 +87,7 @@ export function createEvidenceService(db: Database, key: SigningKey, options: Ev
     if (!lowPriority || !options.scanThreads) return undefined;
     return (pool ??= createScanPool(db, { size: options.scanThreads, ...(options.onScanWarning ? { onWarning: options.onScanWarning } : {}) }));
   };
+  const witnessing = createWitnessing(db, options.witnessPolicy);
 
   /** The origin and the registered key, settled once per process (and retried if that failed). */
   function logIdentity(): Promise<LogIdentity> {
@@ -132,13 +139,15 @@ export function createEvidenceService(db: Database, key: SigningKey, options: Ev
     if (size > sealed) throw invalid(`/${field}`, `must be at most the number of sealed records (${sealed})`);
   }
 
-  return {
+  const service = {
     logIdentity,
+    witnessing,
 
+    /** The newest checkpoint, its note carrying the witnesses' cosignatures, and whether they meet the policy's quorum. */
     async latestCheckpoint() {
       const c = await latestCheckpoint(db);
       if (!c) throw notFound('Checkpoint');
-      return presentCheckpoint(c);
+      return presentCheckpoint(c, await witnessing.cosigned(c));
     },
 
     async publicKeys() {
@@ -181,11 +190,38 @@ export function createEvidenceService(db: Database, key: SigningKey, options: Ev
       return { from, to, proof: proof.map(b64) };
     },
 
-    /** The newest checkpoint's signed note (C2SP tlog-tiles' `checkpoint`). */
+    /**
+     * The signed note of the newest checkpoint (C2SP tlog-tiles' `checkpoint`), or with a witness
+     * policy the newest witnessed one, carrying the cosignatures.
+     */
     async checkpointNote(): Promise<string> {
-      const c = await latestCheckpoint(db);
-      if (!c) throw notFound('Checkpoint');
-      return c.note;
+      return (await witnessing.served()).note;
+    },
+
+    /**
+     * The record's proof as a C2SP tlog-proof (c2sp.org/tlog-proof@v1): its entry (the JCS bytes of
+     * its sealed form) as `extra`, its seq as `index`, the inclusion path, and the cosigned note of
+     * the checkpoint of `treeSize` records, or by default the one tlog clients are served (the
+     * newest witnessed with a policy, else the newest). The path is checked against that
+     * checkpoint's root before it is served.
+     */
+    async tlogProof(recordId: number, treeSize?: number): Promise<string> {
+      let checkpoint: CosignedCheckpoint;
+      if (treeSize === undefined) {
+        checkpoint = await witnessing.served();
+      } else {
+        const row = await newestCheckpointAtSize(db, treeSize);
+        if (!row) throw notFound(`Checkpoint of tree size ${treeSize}`);
+        checkpoint = await witnessing.cosigned(row);
+      }
+      const size = checkpoint.row.tree_size;
+      const seal = await sealOf(db, recordId);
+      if (!seal) throw notFound('Sealed audit record');
+      if (seal.seq >= size) throw notFound(witnessing.policy && treeSize === undefined ? 'Witnessed checkpoint covering this record' : 'Checkpointed audit record');
+      const proof = await service.inclusionProof(recordId, size);
+      const path = proof.audit_path.map((h) => Buffer.from(h, 'base64'));
+      if (!verifyInclusion(Buffer.from(proof.leaf_hash, 'base64'), proof.seq, size, path, Buffer.from(checkpoint.row.root_hash))) throw damaged(`The stored tree around record ${recordId}`);
+      return formatTlogProof({ extra: sealedEntry(proof.sealed).entry, index: proof.seq, inclusionPath: path, checkpoint: checkpoint.note });
     },
 
     /**
@@ -225,7 +261,7 @@ export function createEvidenceService(db: Database, key: SigningKey, options: Ev
       const stillEntitled = caller
         ? async () => requireAuditor(liveActor(await lookupSession(db, caller.sessionId), caller))
         : undefined;
-      const job = { filters, format, chunk: 1000, block: 1024, ahead: EXPORT_BLOCKS_AHEAD };
+      const job = { filters, format, chunk: 1000, block: 1024, ahead: EXPORT_BLOCKS_AHEAD, ...(options.witnessPolicy ? { witnessPolicy: options.witnessPolicy.text } : {}) };
       const scans = scanPool(how.lowPriority);
       if (scans) return scans.exportStream(job, stillEntitled);
       return Readable.from(exportAuditLog(db, { ...job, stillEntitled }), { objectMode: false });
@@ -248,6 +284,7 @@ export function createEvidenceService(db: Database, key: SigningKey, options: Ev
     /** Ends the scans' worker threads (the app is closing): a scan still running fails. */
     closeScans: async () => pool?.close(),
   };
+  return service;
 }
 
 export type EvidenceService = ReturnType<typeof createEvidenceService>;

@@ -6,7 +6,9 @@
 // seq order, `{type: "record", record, sealed, seq, leaf_hash, audit_path}`; then the records
 // the checkpoint does not cover yet (sealed since, then not sealed yet), in commit order, with
 // `seq: null` and no proof; and last
-// `{type: "checkpoint", …the checkpoint, export: {filters, records, …}}`. An outside auditor
+// `{type: "checkpoint", …the checkpoint, export: {filters, records, …}}`, its note carrying the
+// witnesses' cosignatures (with a witness policy, the checkpoint is the newest witnessed one,
+// or the newest while none is: witnessing.service.ts). An outside auditor
 // checks it with the public key alone (export.verifier.ts). CSV: the same records, one row each,
 // for people and spreadsheets, with cells that a spreadsheet would run as a formula defused.
 import type { Queryable } from '../../../db/database.js';
@@ -20,6 +22,8 @@ import { inclusionProof, inclusionProofNodes, nodeHashBase64, verifyInclusion, t
 import { integerText } from '../../../tlog/integer-text.js';
 import { OutputBuffer, utf8Bound } from './export.buffer.js';
 import { sealedForm } from './record.sealed-form.js';
+import { parsePolicy } from '../../../tlog/policy.js';
+import { cosignedCheckpoint, newestWitnessed } from './witnessing.service.js';
 import { readTiles, storedNodes } from './tile.store.js';
 import { TILE_WIDTH, tileKey } from '../../../tlog/tiles.js';
 
@@ -36,6 +40,8 @@ export interface ExportOptions {
   ahead: number;
   /** Throws when the caller may no longer read the log; awaited before each read. */
   stillEntitled?: () => Promise<void>;
+  /** The witness policy's text (AUDIT_WITNESS_POLICY), when one is in force: text, so that it crosses to a worker thread. */
+  witnessPolicy?: string;
 }
 
 const insideBlock = (from: number, to: number) => (k: NodeKey) => k.index * 2 ** k.level >= from && (k.index + 1) * 2 ** k.level <= to;
@@ -244,7 +250,8 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
   const { format, chunk, block, ahead, stillEntitled } = opts;
   // The search (q=) parsed and its emails looked up once, at the start; the summary line shows the filters as given.
   const filters = await resolveSearch(db, opts.filters);
-  const checkpoint = await latestCheckpoint(db);
+  const policy = opts.witnessPolicy === undefined ? undefined : parsePolicy(opts.witnessPolicy);
+  const checkpoint = (policy && (await newestWitnessed(db, policy))?.row) ?? (await latestCheckpoint(db));
   const size = checkpoint?.tree_size ?? 0;
   const root = checkpoint ? Buffer.from(checkpoint.root_hash) : Buffer.alloc(32);
   let sealedCount = 0;
@@ -341,7 +348,8 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
 
   if (format === 'ndjson') {
     const summary = { filters: opts.filters, records: sealedCount + pendingCount, records_with_proof: sealedCount, records_without_proof: pendingCount };
-    yield `${JSON.stringify({ type: 'checkpoint', ...(checkpoint ? presentCheckpoint(checkpoint) : { tree_size: 0, note: null }), export: summary })}\n`;
+    const shown = checkpoint ? presentCheckpoint(checkpoint, await cosignedCheckpoint(db, checkpoint, policy)) : { tree_size: 0, note: null };
+    yield `${JSON.stringify({ type: 'checkpoint', ...shown, export: summary })}\n`;
   }
 }
 

@@ -47,6 +47,8 @@ export interface ExportJob {
   block: number;
   ahead: number;
   checksEntitlement: boolean;
+  /** The witness policy's text, when one is in force (export.stream.ts). */
+  witnessPolicy?: string;
 }
 
 export interface ScanWorkerData {

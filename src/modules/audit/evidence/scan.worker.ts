@@ -149,7 +149,7 @@ async function exportLog(o: ExportJob, window: number): Promise<void> {
           post({ type: 'entitled?', eid });
         })
     : undefined;
-  const parts = exportAuditLog(db, { filters: o.filters, format: o.format, chunk: o.chunk, block: o.block, ahead: o.ahead, ...(stillEntitled ? { stillEntitled } : {}) });
+  const parts = exportAuditLog(db, { filters: o.filters, format: o.format, chunk: o.chunk, block: o.block, ahead: o.ahead, ...(stillEntitled ? { stillEntitled } : {}), ...(o.witnessPolicy !== undefined ? { witnessPolicy: o.witnessPolicy } : {}) });
   try {
     for (;;) {
       while (credit <= 0 && !cancelled) await new Promise<void>((resolve) => (wake = resolve));

@@ -1,10 +1,11 @@
 // The checkpoint signing key: AUDIT_SIGNING_KEY (Ed25519, PKCS#8 PEM) with AUDIT_SIGNING_KEY_ID,
-// or generated once into DATA_DIR (mode 0600). It is never written to the database: whoever
-// can rewrite the database must not be able to re-sign it (docs/audit-integrity.md).
+// or generated once into the deployment's secrets directory (secrets.ts, secretsDir; mode 0600).
+// It is never written to the database: whoever can rewrite the database must not be able to
+// re-sign it (docs/audit-integrity.md).
 import type { KeyObject } from 'node:crypto';
 import path from 'node:path';
 import { ConfigError, type Config } from '../../../config.js';
-import { readOrCreateSecretFile } from '../../../secrets.js';
+import { readOrCreateSecretFile, secretsDir } from '../../../secrets.js';
 import { ed25519PublicKeyRaw, generateEd25519PrivateKeyPem, loadEd25519PrivateKey, publicKeyPem } from '../../../tlog/signed-note.js';
 
 export const SIGNING_KEY_FILE = 'audit-signing-key.pem';
@@ -21,12 +22,13 @@ const defaultKeyId = (raw: Buffer) => `ed25519-${raw.subarray(0, 8).toString('he
 
 export function loadSigningKey(config: Config, warn: (msg: string) => void): SigningKey {
   let pem = config.auditSigningKey;
+  const keyFile = path.join(secretsDir(config), SIGNING_KEY_FILE);
   if (!pem) {
-    const file = readOrCreateSecretFile(config.dataDir, SIGNING_KEY_FILE, generateEd25519PrivateKeyPem);
+    const file = readOrCreateSecretFile(secretsDir(config), SIGNING_KEY_FILE, generateEd25519PrivateKeyPem);
     const created = file.created;
     pem = file.value;
     warn(
-      `AUDIT_SIGNING_KEY is not set: ${created ? 'generated' : 'using'} ${path.join(config.dataDir, SIGNING_KEY_FILE)}. ` +
+      `AUDIT_SIGNING_KEY is not set: ${created ? 'generated' : 'using'} ${keyFile}. ` +
         'Set AUDIT_SIGNING_KEY (and AUDIT_SIGNING_KEY_ID) to the same key on every instance when you run more than one.',
     );
   }
@@ -34,7 +36,7 @@ export function loadSigningKey(config: Config, warn: (msg: string) => void): Sig
   try {
     privateKey = loadEd25519PrivateKey(pem);
   } catch (err) {
-    throw new ConfigError(`${config.auditSigningKey ? 'AUDIT_SIGNING_KEY' : path.join(config.dataDir, SIGNING_KEY_FILE)}: ${(err as Error).message}`);
+    throw new ConfigError(`${config.auditSigningKey ? 'AUDIT_SIGNING_KEY' : keyFile}: ${(err as Error).message}`);
   }
   const publicKeyRaw = ed25519PublicKeyRaw(privateKey);
   return { keyId: config.auditSigningKeyId ?? defaultKeyId(publicKeyRaw), privateKey, publicKeyRaw, publicKeyPem: publicKeyPem(privateKey) };
