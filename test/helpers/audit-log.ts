@@ -96,7 +96,7 @@ export function assertBad(report: VerifyReport, firstBadId: number | undefined, 
 export async function behindTheBack(q: Queryable, fn: () => Promise<unknown>): Promise<void> {
   const triggers = await q.query<{ table: string; name: string; enabled: string }>(
     `SELECT c.relname AS table, t.tgname AS name, t.tgenabled::text AS enabled FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-     WHERE NOT t.tgisinternal AND c.relname IN ('audit_log', 'audit_seal_batches', 'audit_tiles', 'audit_checkpoints') AND t.tgenabled <> 'D'`,
+     WHERE NOT t.tgisinternal AND c.relname IN ('audit_log', 'audit_seal_batches', 'audit_tiles', 'audit_checkpoints', 'audit_cosignatures') AND t.tgenabled <> 'D'`,
   );
   assert.ok(triggers.some((t) => t.name === 'audit_log_no_update' && t.enabled === 'A'), 'the append-only guard is ENABLE ALWAYS');
   for (const t of triggers) await q.query(`ALTER TABLE ${t.table} DISABLE TRIGGER ${t.name}`);
