@@ -168,14 +168,15 @@ function auditSealingMetrics(registry: Registry, readBacklog: () => Promise<Seal
   gauge('teamlog_audit_checkpoint_lag_seconds', 'How long the first sealed audit record that no signed checkpoint covers has been sealed (0 when the newest checkpoint covers every sealed record)', (b) => b.checkpointLagSeconds);
 }
 
-/** The session cache of the HTTP per-request check (sessions.cache.ts): its lookups by result, and its size. */
-export function sessionCacheMetrics(registry: Registry, cache: { readonly hits: number; readonly misses: number; readonly size: number }): void {
+/** A cache that counts its own lookups: the metrics read its totals at each scrape. */
+interface CountingCache { readonly hits: number; readonly misses: number; readonly size: number }
+
+/** A cache's lookups by result (a counter) and its size (a gauge), read from the cache at each scrape. */
+function cacheMetrics(registry: Registry, cache: CountingCache, lookups: { name: string; help: string }, entries: { name: string; help: string }): void {
   new Counter({
-    name: 'teamlog_session_cache_lookups_total',
-    help: 'HTTP requests authenticated from the session cache (hit) or from the database (miss)',
+    ...lookups,
     labelNames: ['result'] as const,
     registers: [registry],
-    // The cache counts; the counter reads its totals at each scrape.
     collect() {
       this.reset();
       this.inc({ result: 'hit' }, cache.hits);
@@ -183,8 +184,7 @@ export function sessionCacheMetrics(registry: Registry, cache: { readonly hits: 
     },
   });
   new Gauge({
-    name: 'teamlog_session_cache_entries',
-    help: 'Live sessions held by the session cache of this instance',
+    ...entries,
     registers: [registry],
     collect() {
       this.set(cache.size);
@@ -192,27 +192,18 @@ export function sessionCacheMetrics(registry: Registry, cache: { readonly hits: 
   });
 }
 
+/** The session cache of the HTTP per-request check (sessions.cache.ts): its lookups by result, and its size. */
+export function sessionCacheMetrics(registry: Registry, cache: CountingCache): void {
+  cacheMetrics(registry, cache,
+    { name: 'teamlog_session_cache_lookups_total', help: 'HTTP requests authenticated from the session cache (hit) or from the database (miss)' },
+    { name: 'teamlog_session_cache_entries', help: 'Live sessions held by the session cache of this instance' });
+}
+
 /** A list's kept pages (http/page-cache.ts): reads answered from a copy (hit) or from the rows (miss), and the copies held. */
-export function pageCacheMetrics(registry: Registry, list: string, cache: { readonly hits: number; readonly misses: number; readonly size: number }): void {
-  new Counter({
-    name: `teamlog_${list}_page_copies_total`,
-    help: `Reads of the ${list} list answered from a kept copy, the database having changed nothing since (hit), or from its rows (miss)`,
-    labelNames: ['result'] as const,
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc({ result: 'hit' }, cache.hits);
-      this.inc({ result: 'miss' }, cache.misses);
-    },
-  });
-  new Gauge({
-    name: `teamlog_${list}_page_copies`,
-    help: `Pages of the ${list} list kept by this instance`,
-    registers: [registry],
-    collect() {
-      this.set(cache.size);
-    },
-  });
+export function pageCacheMetrics(registry: Registry, list: string, cache: CountingCache): void {
+  cacheMetrics(registry, cache,
+    { name: `teamlog_${list}_page_copies_total`, help: `Reads of the ${list} list answered from a kept copy, the database having changed nothing since (hit), or from its rows (miss)` },
+    { name: `teamlog_${list}_page_copies`, help: `Pages of the ${list} list kept by this instance` });
 }
 
 /**
