@@ -1,18 +1,19 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
-import { completedRequest } from './http/request-context.js';
+import { completedRequest, loggedRequest } from './http/request-context.js';
 
 /** The logger of each request's completion line, by the logger createLogger made (RequestLog). */
 const requestLines = new WeakMap<object, Logger>();
 
 /**
  * Secrets never reach the log: credentials in headers and bodies are censored wherever they
- * appear. A request's completion line says route, status, user and problem code
+ * appear, a token sent in a URL's query included. A request's completion line says route, status, user and problem code
  * (completedRequest); Fastify takes this logger's serializers over its own.
  */
 export function createLogger(level: string) {
   const logger = pino({
     level,
-    serializers: { res: completedRequest },
+    // `req`: the request line with a credential in its URL masked (request-context.ts, loggedUrl).
+    serializers: { req: loggedRequest, res: completedRequest },
     redact: {
       paths: [
         'req.headers.authorization', 'req.headers.cookie', 'headers.authorization',

@@ -64,6 +64,33 @@ export function completedRequest(res: unknown): Record<string, unknown> {
  * redaction: it holds only what is built here. A request that errored is logged by Fastify's own
  * controller.
  */
+/** Query parameters whose values are credentials: a token sent in a URL (refused, but logged). */
+const CREDENTIAL_IN_URL = /[?&](?:access_?token|refresh_?token|id_?token|token|password|secret|api_?key|jwt|authorization)=|eyJ/i;
+const CREDENTIAL_PARAM = /^(?:access_?token|refresh_?token|id_?token|token|password|secret|api_?key|jwt|authorization)$/i;
+
+/**
+ * A URL as the log shows it: the value of a credential-named query parameter, and anything
+ * shaped like a JWT, replaced by "[redacted]". A client that puts its token in the query string
+ * is refused, and its token must not outlive the refusal in the log. Most URLs hold neither, and
+ * are returned as they are after one test.
+ */
+export function loggedUrl(url: string): string {
+  if (!CREDENTIAL_IN_URL.test(url)) return url;
+  const masked = url.replace(/eyJ[\w-]+\.[\w-]+\.[\w-]*/g, '[redacted]');
+  const q = masked.indexOf('?');
+  if (q < 0) return masked;
+  const params = masked.slice(q + 1).split('&').map((p) => {
+    const eq = p.indexOf('=');
+    return eq > 0 && CREDENTIAL_PARAM.test(p.slice(0, eq)) ? `${p.slice(0, eq)}=[redacted]` : p;
+  });
+  return `${masked.slice(0, q + 1)}${params.join('&')}`;
+}
+
+/** The request as a log line shows it (the fields of Fastify's own `req` serializer, the URL masked). */
+export function loggedRequest(request: { method: string; url: string; host?: string; ip?: string; socket?: { remotePort?: number } }) {
+  return { method: request.method, url: loggedUrl(request.url), host: request.host, remoteAddress: request.ip, remotePort: request.socket?.remotePort };
+}
+
 export class RequestLog extends LogController {
   constructor(private readonly lines?: Logger) {
     super();
@@ -77,7 +104,6 @@ export class RequestLog extends LogController {
     if (error || this.isLogDisabled(request)) return super.requestCompleted(error, request, reply);
     if (!this.lines) return reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
     if (!this.lines.isLevelEnabled('info')) return;
-    const req = { method: request.method, url: request.url, host: request.host, remoteAddress: request.ip, remotePort: request.socket?.remotePort };
-    this.lines.info({ [this.requestIdLogLabel]: request.id, req, res: completedRequest(reply), responseTime: reply.elapsedTime }, 'request completed');
+    this.lines.info({ [this.requestIdLogLabel]: request.id, req: loggedRequest(request), res: completedRequest(reply), responseTime: reply.elapsedTime }, 'request completed');
   }
 }

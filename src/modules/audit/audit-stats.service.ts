@@ -27,6 +27,14 @@ export const MAX_BUCKETS: Record<StatsInterval, number> = { hour: 31 * 24, day: 
 export const DEFAULT_WINDOW_MS = 30 * DAY;
 /** Up to this width, hours unless asked otherwise; days beyond. */
 export const HOURLY_UP_TO_MS = 2 * DAY;
+/**
+ * The first instant a window may hold: 0001-01-01T00:00:00Z. Before it, an ISO 8601 year is 0000
+ * or negative, which PostgreSQL does not read: a window whose default start (30 days before its
+ * end) would fall there begins here instead, and one that ends before it holds nothing.
+ */
+export const EARLIEST_MS = Date.parse('0001-01-01T00:00:00Z');
+/** The last instant a window's start is shown as (a start after it, `created:>9999-12-31`, holds nothing before now either). */
+const LATEST_MS = Date.parse('9999-12-31T23:59:59.999Z');
 /** The length of the top lists. */
 export const TOP = 10;
 
@@ -62,19 +70,28 @@ export const windowTooWide = (detail: string) => new DomainError('invalid', 'WIN
 /** Digits past the millisecond that are not all 0: the instant lies after the millisecond Date.parse gives. */
 const pastTheMillisecond = (text: string) => /\.\d{3}0*[1-9]/.test(text);
 
+/**
+ * An instant's text as Date.parse reads it. The search writes the day after 9999-12-31 (the end
+ * of `created:<=9999-12-31` or `..9999-12-31`) with a five-digit year, as PostgreSQL reads it;
+ * Date.parse takes such a year only in ISO 8601's expanded form (+010000-01-01…).
+ */
+const parseInstant = (text: string) => Date.parse(text.replace(/^(\d{5,6})-/, (_, year: string) => `+${year.padStart(6, '0')}-`));
+
 function edge(text: string, inclusive: boolean, rounding: 'down' | 'up'): Edge {
-  const ms = Date.parse(text);
+  const ms = parseInstant(text);
   return { ms: rounding === 'up' && pastTheMillisecond(text) ? ms + 1 : ms, inclusive };
 }
 
 /**
  * `from` or `to` as an edge. Their schema takes any RFC 3339 date-time, a leap second too
- * (23:59:60), which Date.parse refuses: refused here rather than counted wrong.
+ * (23:59:60), which Date.parse refuses, and the year 0000, which PostgreSQL refuses: refused
+ * here rather than counted wrong, or failed in the database.
  */
 function filterEdge(name: 'from' | 'to', text: string | undefined, inclusive: boolean, rounding: 'down' | 'up'): Edge | undefined {
   if (text === undefined) return undefined;
   const e = edge(text, inclusive, rounding);
   if (Number.isNaN(e.ms)) throw invalid(name, 'must be a date-time without a leap second (ISO 8601, e.g. 2026-11-21T09:30:00Z)', 'query');
+  if (e.ms < EARLIEST_MS) throw invalid(name, 'must be a date-time from 0001-01-01T00:00:00Z on', 'query');
   return e;
 }
 
@@ -108,7 +125,7 @@ export function statsWindow(f: AuditFilters, interval: StatsInterval | undefined
   const chosen = interval ?? (end.ms - (start?.ms ?? end.ms - DEFAULT_WINDOW_MS) <= HOURLY_UP_TO_MS ? 'hour' : 'day');
   const size = SIZE[chosen];
   // A default start is the start of its bucket: the first bar counts a whole hour or day.
-  const from = start?.ms ?? Math.floor((end.ms - DEFAULT_WINDOW_MS) / size) * size;
+  const from = Math.min(LATEST_MS, Math.max(EARLIEST_MS, start?.ms ?? Math.floor((end.ms - DEFAULT_WINDOW_MS) / size) * size));
   const first = Math.floor(from / size) * size;
   let last = Math.floor(end.ms / size) * size;
   if (!end.inclusive && last === end.ms) last -= size;

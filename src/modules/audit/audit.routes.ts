@@ -21,8 +21,9 @@ export interface AuditRoutesOptions {
 }
 
 export const auditRoutes: FastifyPluginAsyncTypebox<AuditRoutesOptions> = async (app, { audit, evidence, maxConcurrentScans, scanPause }) => {
-  // The audit log is for ADMINs only; checked once for every route of this plugin.
-  app.addHook('preHandler', async (request) => {
+  // The audit log is for ADMINs only; checked once for every route of this plugin, before the
+  // query is validated: anyone else is refused the same way whatever they send.
+  app.addHook('preValidation', async (request) => {
     requireAuditor(authedContext(request).actor);
   });
 

@@ -33,6 +33,7 @@ import {
 } from './cosignature.repository.js';
 import { latestCheckpoint, type CheckpointRow } from './evidence.repository.js';
 import type { LogIdentity } from './log.identity.js';
+import { withoutUrlCredentials } from './witnessing.service.js';
 
 /** Timings. Not public configuration: production uses the defaults; tests may shorten them. */
 export interface WitnessTuning {
@@ -183,10 +184,13 @@ export class WitnessSubmitter {
     const size = checkpoint.tree_size;
     let old = knownSize;
     const fail = async (outcome: SubmissionOutcome, error: string, answered: boolean) => {
-      await recordFailure(db, w.vkey, error);
+      // An error may quote the witness's URL, and a URL may hold a password: neither the
+      // database nor the log keeps it.
+      const shown = withoutUrlCredentials(error);
+      await recordFailure(db, w.vkey, shown);
       this.plan(w, answered);
       this.o.onOutcome?.(w.name, outcome);
-      log.warn({ witness: w.name, treeSize: size }, `audit witness submitter: ${w.name} did not cosign: ${error}`);
+      log.warn({ witness: w.name, treeSize: size }, `audit witness submitter: ${w.name} did not cosign: ${shown}`);
     };
     for (let conflicts = 0; ; conflicts++) {
       if (old > size) {
@@ -243,7 +247,15 @@ export class WitnessSubmitter {
     this.inFlight.add(controller);
     const timer = setTimeout(() => controller.abort(new Timeout()), this.tuning.timeoutMs);
     try {
-      const res = await fetch(`${url.replace(/\/+$/, '')}/add-checkpoint`, { method: 'POST', body, signal: controller.signal, headers: { 'content-type': 'text/plain; charset=utf-8' } });
+      // fetch refuses a URL that holds credentials: they travel as Basic authentication instead.
+      const target = new URL(`${url.replace(/\/+$/, '')}/add-checkpoint`);
+      const headers: Record<string, string> = { 'content-type': 'text/plain; charset=utf-8' };
+      if (target.username !== '' || target.password !== '') {
+        headers.authorization = `Basic ${Buffer.from(`${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`).toString('base64')}`;
+        target.username = '';
+        target.password = '';
+      }
+      const res = await fetch(target, { method: 'POST', body, signal: controller.signal, headers });
       return { status: res.status, type: res.headers.get('content-type'), body: await res.text() };
     } catch (err) {
       if (controller.signal.reason instanceof Timeout) throw controller.signal.reason;

@@ -109,6 +109,22 @@ export interface WitnessState {
   last_error: string | null;
 }
 
+/**
+ * Text with the credentials of every URL in it masked: `http://user:secret@host/` is shown as
+ * `http://[redacted]@host/` (up to the authority's last @, as a URL parser reads it). A witness
+ * URL may carry them (the policy file is the operator's, not the API's), and a failed
+ * submission's error may quote the URL (fetch refuses one that holds credentials, naming it):
+ * GET /audit-logs/witnesses shows neither the policy's nor the errors'.
+ */
+export function withoutUrlCredentials(text: string): string {
+  return text.replace(/(\b[A-Za-z][A-Za-z0-9+.-]*:\/\/)[^\s/?#]*@/g, '$1[redacted]@');
+}
+
+/** At most this many characters of a witness's last error are shown (witness.schemas.ts says so). */
+const MAX_ERROR_SHOWN = 1000;
+
+const masked = (text: string | null, max = Infinity) => (text === null ? null : withoutUrlCredentials(text).slice(0, max));
+
 export function createWitnessing(db: Queryable, file: WitnessPolicyFile | undefined) {
   const policy = file?.policy;
   const check = checkedLinesMemo(policy);
@@ -159,15 +175,15 @@ export function createWitnessing(db: Queryable, file: WitnessPolicyFile | undefi
       const witnesses: WitnessState[] = policy.witnesses.map((w) => {
         const s = states.get(w.vkey);
         return {
-          name: w.name, vkey: w.vkey, url: w.url ?? null,
-          last_cosigned_size: s?.last_cosigned_size ?? null, last_cosigned_at: s?.last_cosigned_at ?? null, last_error: s?.last_error ?? null,
+          name: w.name, vkey: w.vkey, url: masked(w.url ?? null),
+          last_cosigned_size: s?.last_cosigned_size ?? null, last_cosigned_at: s?.last_cosigned_at ?? null, last_error: masked(s?.last_error ?? null, MAX_ERROR_SHOWN),
         };
       });
       // Cosigning now: the witness's last submission was cosigned (its error is cleared by a cosignature).
       const cosigning = witnesses.filter((w) => w.last_cosigned_size !== null && w.last_error === null);
       const newest = await witnessed(policy);
       return {
-        policy: file.text,
+        policy: withoutUrlCredentials(file.text),
         quorum_met: meetsQuorum(policy, cosigning),
         newest_witnessed: newest ? { tree_size: newest.row.tree_size, created_at: newest.row.created_at } : null,
         witnesses,
