@@ -47,6 +47,8 @@ export interface Config {
   auditSealStallMs: number;
   auditWebhookUrl: string | undefined;
   auditWebhookSecret: string | undefined;
+  /** The shape of each delivered record: `teamlog` (the API's record with its seal) or `ocsf` (an OCSF event, as the export's format=ocsf). */
+  auditWebhookFormat: 'teamlog' | 'ocsf';
   /** The witnesses asked to cosign checkpoints and the quorum (AUDIT_WITNESS_POLICY, a C2SP tlog-policy file), read at start. */
   auditWitnessPolicy: WitnessPolicyFile | undefined;
   /** The least time between two submissions to one witness. */
@@ -317,6 +319,11 @@ export function loadConfig(env: Env = process.env): Config {
     auditSealStallMs: () => int(env, 'AUDIT_SEAL_STALL_MS', 60_000, 1000, 86_400_000),
     auditWebhookUrl: () => url(env, 'AUDIT_WEBHOOK_URL', ['http:', 'https:']),
     auditWebhookSecret: () => str(env, 'AUDIT_WEBHOOK_SECRET'),
+    auditWebhookFormat: () => {
+      const v = str(env, 'AUDIT_WEBHOOK_FORMAT') ?? 'teamlog';
+      if (v !== 'teamlog' && v !== 'ocsf') throw new ConfigError(`AUDIT_WEBHOOK_FORMAT must be "teamlog" (the API's records, the default) or "ocsf" (OCSF 1.8 events), got "${v}"`);
+      return v;
+    },
     auditWitnessPolicy: () => witnessPolicy(str(env, 'AUDIT_WITNESS_POLICY')),
     auditWitnessIntervalMs: () => int(env, 'AUDIT_WITNESS_INTERVAL_MS', 60_000, 100, 86_400_000),
     auditWitnessMaxAgeMs: () => int(env, 'AUDIT_WITNESS_MAX_AGE_MS', 600_000, 1000, 30 * 86_400_000),

@@ -581,6 +581,16 @@ test('the audit console reads like a story: names and sentences, filter controls
     assert.match(text, /No witness cosigned this checkpoint: the log asks no witness \(it has no witness policy\)/, text);
   });
 
+  await t.test('Export OCSF downloads the query\'s records as OCSF events, one a line', async () => {
+    await searchFor(page, userQuery());
+    await waitForRows(page, userRecords);
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export OCSF' }).click()]);
+    assert.match(download.suggestedFilename(), /\.ocsf\.ndjson$/);
+    const events = readFileSync((await download.path())!, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { class_uid: number; metadata: { uid: string } });
+    assert.deepEqual(events.map((e) => Number(e.metadata.uid)).sort((a, b) => a - b), [...userRecords].sort((a, b) => a - b));
+    assert.ok(events.every((e) => [3001, 3002, 6003].includes(e.class_uid)), JSON.stringify(events.map((e) => e.class_uid)));
+  });
+
   await t.test('a notice belongs to its action: the export\'s goes when the search changes', async () => {
     await searchFor(page, userQuery());
     await waitForRows(page, userRecords);

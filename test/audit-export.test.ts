@@ -10,7 +10,8 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { AuditFilters } from '../src/modules/audit/audit.repository.js';
-import { CSV_COLUMNS, csvCell, exportAuditLog } from '../src/modules/audit/evidence/export.stream.js';
+import { CSV_COLUMNS, csvCell } from '../src/modules/audit/evidence/export.csv.js';
+import { exportAuditLog } from '../src/modules/audit/evidence/export.stream.js';
 import { verifyInclusion } from '../src/tlog/merkle.js';
 import { canonicalize } from '../src/tlog/jcs.js';
 import {

@@ -115,7 +115,8 @@ export function notifications(http: Http) {
  * (an invalid one is 400 INVALID_QUERY), also to a service whose document does not declare it yet.
  */
 export type AuditQuery = ListQuery<'listAuditLogs'> & { q?: string };
-export type AuditExportQuery = Omit<AuditQuery, 'cursor' | 'limit'> & { format?: 'ndjson' | 'csv' };
+/** `ocsf`: NDJSON of OCSF 1.x events, for a SIEM (docs/api.md section 4). */
+export type AuditExportQuery = Omit<AuditQuery, 'cursor' | 'limit'> & { format?: 'ndjson' | 'csv' | 'ocsf' };
 /** GET /audit-logs/stats's filters: the list's (and `q`), and the width of a bucket (default: by the window). */
 export type AuditStatsQuery = QueryOf<'getAuditStats'> & { q?: string };
 /** GET /audit-logs/stats's answer (docs/api.md section 4): the window, its buckets, the top actions and actors, the total. */

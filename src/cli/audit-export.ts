@@ -24,12 +24,14 @@ async function openOutput(file: string) {
 }
 
 export const auditExport: Command = {
-  usage: 'teamlog audit export [--format ndjson|csv] [--output <file>] [--actor-id N] [--action A]… [--resource-type T] [--resource-id N] [--result R] [--from ISO] [--to ISO]',
-  summary: 'Export the audit log, filtered, with proofs (NDJSON) or as CSV',
+  usage: 'teamlog audit export [--format ndjson|csv|ocsf] [--output <file>] [--actor-id N] [--action A]… [--resource-type T] [--resource-id N] [--result R] [--from ISO] [--to ISO]',
+  summary: 'Export the audit log, filtered, with proofs (NDJSON), as CSV, or as OCSF events',
   details: [
     'Writes to --output (or stdout). NDJSON carries each record\'s seq, leaf hash and inclusion proof,',
     'then the signed checkpoint: check it anywhere with',
     '  teamlog audit verify --file <export> --public-key <key.pem>',
+    '--format ocsf writes OCSF 1.8 events for a SIEM, one a line, each with its proof under',
+    '`unmapped` and the checkpoint in the last one\'s `unmapped.checkpoint`.',
     'Filters as GET /audit-logs: --action may be repeated; --from is inclusive, --to exclusive',
     '(ISO 8601).',
   ].join('\n'),
@@ -39,7 +41,7 @@ export const auditExport: Command = {
       'resource-type': { type: 'string' }, 'resource-id': { type: 'string' }, result: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' },
     });
     const format = opts.format ?? 'ndjson';
-    if (format !== 'ndjson' && format !== 'csv') throw new UsageError('--format must be ndjson or csv');
+    if (format !== 'ndjson' && format !== 'csv' && format !== 'ocsf') throw new UsageError('--format must be ndjson, csv or ocsf');
     const [{ Value }, { ExportQuery }] = await Promise.all([import('typebox/value'), import('../modules/audit/evidence/evidence.schemas.js')]);
     const id = (name: string, v: string | undefined) => {
       if (v === undefined) return undefined;

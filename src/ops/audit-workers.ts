@@ -29,14 +29,14 @@ export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: E
     });
     return;
   }
-  const { auditWebhookUrl: url, auditWebhookSecret: secret } = deps.config;
+  const { auditWebhookUrl: url, auditWebhookSecret: secret, auditWebhookFormat: format } = deps.config;
   // Unsigned deliveries would let anyone who can reach the receiver feed it a forged log.
   if (url && !secret) throw new ConfigError('AUDIT_WEBHOOK_URL is set but AUDIT_WEBHOOK_SECRET is not: deliveries are signed with it');
   let webhook: AuditWebhook | undefined;
   if (url && secret) {
     const receiver = receiverOf(url);
     const failures = auditWebhookMetrics(app.metricsRegistry, () => webhookLag(deps.db, receiver));
-    webhook = createAuditWebhook({ db: deps.db, url, secret, log: deps.log, tuning: { ...deps.testHooks?.webhookTuning }, onFailure: (reason) => failures.inc({ reason }) });
+    webhook = createAuditWebhook({ db: deps.db, url, secret, format, log: deps.log, tuning: { ...deps.testHooks?.webhookTuning }, onFailure: (reason) => failures.inc({ reason }) });
   }
   let stop: (() => Promise<void>) | undefined;
   app.addHook('onReady', async () => {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { CSV_COLUMNS } from '../../src/modules/audit/evidence/export.stream.js';
+import { CSV_COLUMNS } from '../../src/modules/audit/evidence/export.csv.js';
 import { verifyInclusion } from '../../src/tlog/merkle.js';
 import { recordLeaf, type SealedRecord } from '../../src/modules/audit/evidence/record.sealed-form.js';
 import { parseVerifierKey } from '../../src/tlog/signed-note.js';

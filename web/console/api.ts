@@ -32,7 +32,8 @@ export type InclusionProof = AuditInclusionProof;
 export type CheckpointJson = AuditCheckpoint;
 export type PublicKey = AuditPublicKey;
 
-export type ExportFormat = 'csv' | 'ndjson';
+/** `ocsf`: NDJSON of OCSF events, for a SIEM. */
+export type ExportFormat = 'csv' | 'ndjson' | 'ocsf';
 
 /** A refusal as the service words it (application/problem+json), or a network failure (status 0). */
 export class ApiError extends Error {

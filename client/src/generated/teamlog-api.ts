@@ -835,7 +835,7 @@ export interface paths {
         };
         /**
          * Export the audit log, filtered, with its proofs (ADMIN)
-         * @description Streams the whole result in constant memory; writes one EXPORT_AUDIT_LOG record first. NDJSON: a line `{type: "record", record, sealed, seq, leaf_hash, audit_path}` per record covered by the newest checkpoint, in seq order; then records not covered yet (seq null, no proof); last `{type: "checkpoint", …, export: {filters, records}}`, its note carrying the witnesses' cosignatures (with a witness policy, the checkpoint is the newest witnessed one while there is one). Lines are compact JSON but for `metadata`, which keeps PostgreSQL's jsonb spacing and key order (`{"key": "value"}`): whitespace and key order carry nothing (a leaf is over the canonical form), so parse lines rather than match bytes. Check it offline with `npx teamlog audit verify --file export.ndjson --public-key key.pem`. CSV: one row per record, cells starting with = + - @ tab or CR prefixed with an apostrophe. The right is checked again before each block is read: if the session is revoked or its user is no longer an ADMIN, the response is cut off (NDJSON: without its checkpoint line). At most MAX_CONCURRENT_AUDIT_SCANS exports and verifications (default 2) run at once on an instance: one more is refused with 429 RATE_LIMITED and Retry-After (5 s) rather than queued, so that no administrator starves the other users. An export holds its slot until its last line is sent, or its client goes. HEAD answers the headers only: it exports nothing, writes no record and takes no slot.
+         * @description Streams the whole result in constant memory; writes one EXPORT_AUDIT_LOG record first. NDJSON: a line `{type: "record", record, sealed, seq, leaf_hash, audit_path}` per record covered by the newest checkpoint, in seq order; then records not covered yet (seq null, no proof); last `{type: "checkpoint", …, export: {filters, records}}`, its note carrying the witnesses' cosignatures (with a witness policy, the checkpoint is the newest witnessed one while there is one). Lines are compact JSON but for `metadata`, which keeps PostgreSQL's jsonb spacing and key order (`{"key": "value"}`): whitespace and key order carry nothing (a leaf is over the canonical form), so parse lines rather than match bytes. Check it offline with `npx teamlog audit verify --file export.ndjson --public-key key.pem`. CSV: one row per record, cells starting with = + - @ tab or CR prefixed with an apostrophe. OCSF (`format=ocsf`, for a SIEM): the same records in the same order, NDJSON again, each line an OCSF 1.8 event: Authentication (3002) for logins, logouts and revoked sessions, Account Change (3001) for what is done to an account (created, deleted, activated, deactivated, its role, password or email changed), API Activity (6003) for the rest; each record's id, seq, leaf hash, audit path, the tree size the path is against, its metadata and its sealed form stay under `unmapped`. There is no checkpoint line, since a SIEM takes every line as an event: the checkpoint (the NDJSON's last line, without its `type`) is the last event's `unmapped.checkpoint`, so the file still proves itself (an export that matches nothing is empty). The right is checked again before each block is read: if the session is revoked or its user is no longer an ADMIN, the response is cut off (NDJSON: without its checkpoint line; OCSF: without its last event). At most MAX_CONCURRENT_AUDIT_SCANS exports and verifications (default 2) run at once on an instance: one more is refused with 429 RATE_LIMITED and Retry-After (5 s) rather than queued, so that no administrator starves the other users. An export holds its slot until its last line is sent, or its client goes. HEAD answers the headers only: it exports nothing, writes no record and takes no slot.
          */
         get: operations["exportAuditLog"];
         put?: never;
@@ -5886,8 +5886,8 @@ export interface operations {
                  * @example actor:alice@example.com -result:SUCCESS created:2026-11-01..2026-11-26
                  */
                 q?: string;
-                /** @description ndjson (default): records with their proofs, then the checkpoint; csv: one row per record */
-                format?: "ndjson" | "csv";
+                /** @description ndjson (default): records with their proofs, then the checkpoint; csv: one row per record; ocsf: NDJSON of OCSF 1.8 events (Authentication, Account Change or API Activity by action), each record's id, seq, leaf hash, audit path and sealed form under `unmapped`, the checkpoint in the last event's `unmapped.checkpoint` */
+                format?: "ndjson" | "csv" | "ocsf";
             };
             header?: {
                 /** @description Your own id for this request, echoed in X-Request-Id and kept in the logs and audit records (when sane; else a new one is made). */
@@ -5911,10 +5911,6 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {"type":"record","record":{"id":1042,"action":"CHANGE_USER_ROLE","…":"…"},"sealed":{"…":"…"},"seq":1041,"leaf_hash":"n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=","audit_path":["Vd3sM2Yk5dVw1Xb8o0b0V9QmUuJt0n8rQ6bq0X0zS1A="]}
-                     *     {"type":"checkpoint","origin":"teamlog.example.com/audit","tree_size":1042,"…":"…"}
-                     */
                     "application/x-ndjson": string;
                     /**
                      * @example id,timestamp,actor_id,action,resource_type,resource_id,result,ip,user_agent,request_id,metadata,seq,leaf_hash

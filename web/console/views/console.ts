@@ -233,7 +233,7 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
     setNotice('');
     try {
       const blob = await api.exportFile(format, q);
-      download(blob, `audit-log-${new Date().toISOString().replace(/[:.]/g, '-')}.${format}`);
+      download(blob, `audit-log-${new Date().toISOString().replace(/[:.]/g, '-')}.${format === 'ocsf' ? 'ocsf.ndjson' : format}`);
       setNotice(`Exported ${blob.size.toLocaleString('en')} bytes as ${format.toUpperCase()}${q ? ` for "${q}"` : ''}.`);
     } catch (err) {
       setNotice(`Export failed: ${err instanceof ApiError ? err.detail : describeError(err)}`);
@@ -267,6 +267,7 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
         <span class="spacer"></span>
         <button type="button" onClick=${() => exportAs('csv')} disabled=${exporting !== undefined}>Export CSV</button>
         <button type="button" onClick=${() => exportAs('ndjson')} disabled=${exporting !== undefined}>Export NDJSON</button>
+        <button type="button" onClick=${() => exportAs('ocsf')} disabled=${exporting !== undefined} title="NDJSON of OCSF 1.8 events, for a SIEM">Export OCSF</button>
       </div>
       <p class="notice" role="status">${exporting ? `Exporting ${exporting.toUpperCase()}…` : shownNotice}</p>
       <${Activity} api=${api} q=${activeQ} onQuery=${run} />

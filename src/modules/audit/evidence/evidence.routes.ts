@@ -29,6 +29,13 @@ const EXPORT_EXAMPLE = {
     'id,timestamp,actor_id,action,resource_type,resource_id,result,ip,user_agent,request_id,metadata,seq,leaf_hash\r\n' +
     '1042,2026-11-22T08:15:30.512Z,1,CHANGE_USER_ROLE,USER,7,SUCCESS,203.0.113.24,curl/8.5.0,0b7d5c1e-5a3f-4f0e-9c8b-2f1d6e4a7b90,' +
     '"{""oldRole"":""USER"",""newRole"":""ADMIN""}",1041,n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=\r\n',
+  ocsf:
+    '{"class_uid":3001,"class_name":"Account Change","category_uid":3,"activity_id":7,"activity_name":"Attach Policy","type_uid":300107,' +
+    '"severity_id":1,"status_id":1,"time":1795335330512,"message":"User 1 changed the role of user 7.","metadata":{"version":"1.8.0",' +
+    '"product":{"name":"Teamlog","vendor_name":"Teamlog","version":"0.1.0"},"uid":"1042","correlation_uid":"0b7d5c1e-5a3f-4f0e-9c8b-2f1d6e4a7b90"},' +
+    '"actor":{"user":{"uid":"1"}},"src_endpoint":{"ip":"203.0.113.24"},"user":{"uid":"7","type_id":1,"type":"User"},"policy":{"name":"ADMIN","type":"role"},' +
+    '"unmapped":{"id":1042,"seq":1041,"leaf_hash":"n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=","audit_path":["…"],"tree_size":1042,"sealed":{"…":"…"},' +
+    '"checkpoint":{"origin":"teamlog.example.com/audit","tree_size":1042,"…":"…"}}}\n',
 };
 
 const CHECKPOINT_NOTE_EXAMPLE =
@@ -44,8 +51,11 @@ const SCAN_LIMIT =
   ' At most MAX_CONCURRENT_AUDIT_SCANS exports and verifications (default 2) run at once on an instance: one more is refused ' +
   `with 429 RATE_LIMITED and Retry-After (${SCAN_RETRY_AFTER_SECONDS} s) rather than queued, so that no administrator starves the other users.`;
 
-/** An export's Content-Type. */
+/** An export's Content-Type: OCSF events are NDJSON too. */
 const exportType = (format: string) => (format === 'csv' ? 'text/csv; charset=utf-8' : 'application/x-ndjson; charset=utf-8');
+
+/** `attachment; filename=…`: audit-log.ndjson, audit-log.csv, and audit-log.ocsf.ndjson (what the file holds, then how it is written). */
+const exportDisposition = (format: string) => `attachment; filename="audit-log.${format === 'ocsf' ? 'ocsf.ndjson' : format}"`;
 
 /** Whether the client asked for the signed note itself rather than JSON. */
 const wantsNote = (accept: string | undefined) => !!accept && /(^|,)\s*text\/plain/i.test(accept) && !/application\/json/i.test(accept);
@@ -221,8 +231,14 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
         'Lines are compact JSON but for `metadata`, which keeps PostgreSQL\'s jsonb spacing and key order (`{"key": "value"}`): ' +
         'whitespace and key order carry nothing (a leaf is over the canonical form), so parse lines rather than match bytes. ' +
         'Check it offline with `npx teamlog audit verify --file export.ndjson --public-key key.pem`. CSV: one row per record, ' +
-        'cells starting with = + - @ tab or CR prefixed with an apostrophe. The right is checked again before each block is read: ' +
-        'if the session is revoked or its user is no longer an ADMIN, the response is cut off (NDJSON: without its checkpoint line).' + SCAN_LIMIT +
+        'cells starting with = + - @ tab or CR prefixed with an apostrophe. OCSF (`format=ocsf`, for a SIEM): the same records in the same order, ' +
+        'NDJSON again, each line an OCSF 1.8 event: Authentication (3002) for logins, logouts and revoked sessions, Account Change (3001) for what is ' +
+        'done to an account (created, deleted, activated, deactivated, its role, password or email changed), API Activity (6003) for the rest; ' +
+        'each record\'s id, seq, leaf hash, audit path, the tree size the path is against, its metadata and its sealed form stay under `unmapped`. ' +
+        'There is no checkpoint line, since a SIEM takes every line as an event: the checkpoint (the NDJSON\'s last line, without its `type`) ' +
+        'is the last event\'s `unmapped.checkpoint`, so the file still proves itself (an export that matches nothing is empty). ' +
+        'The right is checked again before each block is read: ' +
+        'if the session is revoked or its user is no longer an ADMIN, the response is cut off (NDJSON: without its checkpoint line; OCSF: without its last event).' + SCAN_LIMIT +
         ' An export holds its slot until its last line is sent, or its client goes. HEAD answers the headers only: it exports nothing, ' +
         'writes no record and takes no slot.',
       querystring: ExportQuery,
@@ -230,7 +246,10 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
         200: {
           description: 'The export, streamed',
           content: {
-            'application/x-ndjson': { schema: { type: 'string' }, example: EXPORT_EXAMPLE.ndjson },
+            'application/x-ndjson': {
+              schema: { type: 'string' },
+              examples: { ndjson: { summary: 'format=ndjson', value: EXPORT_EXAMPLE.ndjson }, ocsf: { summary: 'format=ocsf', value: EXPORT_EXAMPLE.ocsf } },
+            },
             'text/csv': { schema: { type: 'string' }, example: EXPORT_EXAMPLE.csv },
           },
         },
@@ -243,7 +262,7 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
       // no export, no EXPORT_AUDIT_LOG record, no scan slot (Fastify's HEAD would run the export and drop it).
       if (request.method === 'HEAD') {
         checkedSearch(filters.q);
-        return reply.type(exportType(format)).header('content-disposition', `attachment; filename="audit-log.${format}"`).send(undefined as never);
+        return reply.type(exportType(format)).header('content-disposition', exportDisposition(format)).send(undefined as never);
       }
       const release = scans.take('export');
       // The response closes when the stream ended, failed, or the client went (which stops the
@@ -257,7 +276,7 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
         throw err;
       }
       reply.type(exportType(format));
-      reply.header('content-disposition', `attachment; filename="audit-log.${format}"`);
+      reply.header('content-disposition', exportDisposition(format));
       // A stream is piped as it is read (backpressure), past the serializer.
       return reply.send(evidence.exportStream(filters, format, authedContext(request).actor, { lowPriority: true }) as never);
     },

@@ -172,6 +172,14 @@ export const ConsistencyProof = named(
 
 const { limit: _limit, cursor: _cursor, ...filters } = AuditQuery.properties;
 export const ExportQuery = Type.Object(
-  { ...filters, format: Type.Optional(StringEnum(['ndjson', 'csv'], { description: 'ndjson (default): records with their proofs, then the checkpoint; csv: one row per record' })) },
+  { ...filters, format: Type.Optional(
+      StringEnum(['ndjson', 'csv', 'ocsf'], {
+        description:
+          'ndjson (default): records with their proofs, then the checkpoint; csv: one row per record; ocsf: NDJSON of OCSF 1.8 events ' +
+          '(Authentication, Account Change or API Activity by action), each record\'s id, seq, leaf hash, audit path and sealed form under `unmapped`, ' +
+          'the checkpoint in the last event\'s `unmapped.checkpoint`',
+      }),
+    ),
+  },
   { additionalProperties: false },
 );

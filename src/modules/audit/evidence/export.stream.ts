@@ -11,6 +11,10 @@
 // or the newest while none is: witnessing.service.ts). An outside auditor
 // checks it with the public key alone (export.verifier.ts). CSV: the same records, one row each,
 // for people and spreadsheets, with cells that a spreadsheet would run as a formula defused.
+// OCSF: the same records in the same order, each line an OCSF event (ocsf.mapper.ts) with its
+// evidence under `unmapped`; no checkpoint line, since a SIEM takes every line as an event: the
+// checkpoint rides in the last event's `unmapped.checkpoint` (the last line is held back until
+// the end to carry it), so the file still proves itself.
 import type { Queryable } from '../../../db/database.js';
 import { auditFilterConditions, type AuditFilters, type AuditRow } from '../audit.repository.js';
 import { resolvePersonalData, resolveSearch } from '../audit.service.js';
@@ -19,15 +23,16 @@ import { committedRecords, lastSealBatch, latestCheckpoint } from './evidence.re
 import { matchingRecords, sealedChunk, type SealedExportRow, type SealedLineRow } from './export.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
 import { inclusionProof, inclusionProofNodes, nodeHashBase64, verifyInclusion, type Hash, type NodeKey, type NodeSource } from '../../../tlog/merkle.js';
-import { integerText } from '../../../tlog/integer-text.js';
 import { OutputBuffer, utf8Bound } from './export.buffer.js';
-import { sealedForm } from './record.sealed-form.js';
+import { sealedForm, type SealedRecord } from './record.sealed-form.js';
 import { parsePolicy } from '../../../tlog/policy.js';
 import { cosignedCheckpoint, newestWitnessed } from './witnessing.service.js';
 import { readTiles, storedNodes } from './tile.store.js';
 import { TILE_WIDTH, tileKey } from '../../../tlog/tiles.js';
+import { ocsfEvent, type OcsfEvent } from './ocsf.mapper.js';
+import { CSV_COLUMNS, csvRow } from './export.csv.js';
 
-export type ExportFormat = 'ndjson' | 'csv';
+export type ExportFormat = 'ndjson' | 'csv' | 'ocsf';
 
 export interface ExportOptions {
   filters: AuditFilters;
@@ -178,6 +183,42 @@ const GROUP_LEVEL = 4;
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
 
+/** A record's audit path as an array, for a line built as an object (OCSF) rather than written in pieces. */
+function auditPath(proofs: ReturnType<typeof blockProofs>, seq: number): string[] {
+  const scratch = new OutputBuffer(proofs.pathBound(seq));
+  proofs.writePath(scratch, seq);
+  return JSON.parse(scratch.take()!.toString('latin1')) as string[];
+}
+
+/**
+ * OCSF lines into the output buffer, each written when the next arrives: the last stays held
+ * until the export ends, to carry the checkpoint (one event held: memory stays constant).
+ */
+function heldBackLines(out: OutputBuffer) {
+  let held: OcsfEvent | undefined;
+  const write = (event: OcsfEvent): Buffer | undefined => {
+    const line = `${JSON.stringify(event)}\n`;
+    const handedOut = out.room(utf8Bound(line));
+    out.utf8(line);
+    return handedOut;
+  };
+  return {
+    /** Holds this event; writes the one held before. Answers a full buffer to send, if one was handed out. */
+    push(event: OcsfEvent): Buffer | undefined {
+      const before = held;
+      held = event;
+      return before && write(before);
+    },
+    /** Writes the held event with `last` added to its `unmapped`. */
+    end(last: Record<string, unknown>): Buffer | undefined {
+      if (!held) return undefined;
+      const event = { ...held, unmapped: { ...(held.unmapped as Record<string, unknown>), ...last } };
+      held = undefined;
+      return write(event);
+    },
+  };
+}
+
 const LINE_START = Buffer.from('{"type":"record","record":');
 const SEALED = Buffer.from(',"sealed":');
 const SEQ = Buffer.from(',"seq":');
@@ -257,6 +298,7 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
   let sealedCount = 0;
   let pendingCount = 0;
   const out = new OutputBuffer();
+  const ocsf = format === 'ocsf' ? heldBackLines(out) : undefined;
   if (format === 'csv') yield `${CSV_COLUMNS.join(',')}\r\n`;
 
   // Proofs block by block: the records of an aligned block of seqs share every proof node
@@ -299,6 +341,12 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
         const row = rows[i]!;
         const sealed = row.record_json;
         const record = records[i]!;
+        if (ocsf) {
+          const evidence = { seq: row.seq, leaf_hash: row.leaf, audit_path: auditPath(proofs, row.seq), tree_size: size };
+          const handedOut = ocsf.push(ocsfEvent({ record: JSON.parse(record) as SealedRecord, sealed: JSON.parse(sealed) as SealedRecord, ...evidence }));
+          if (handedOut) full.push(handedOut);
+          continue;
+        }
         const handedOut = out.room(LINE_FIXED + utf8Bound(record) + utf8Bound(sealed) + proofs.pathBound(row.seq));
         if (handedOut) full.push(handedOut);
         out.bytes(LINE_START);
@@ -326,10 +374,19 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
 
   // Records the checkpoint does not cover yet, in commit order: those sealed since it (in seq
   // order), then those not sealed yet.
-  const pendingLines = (rows: AuditRow[], records: AuditRow[]) =>
-    format === 'csv'
-      ? records.map((r) => csvRow(r, null, null)).join('')
-      : records.map((r, i) => `${JSON.stringify({ type: 'record', record: sealedForm(r), sealed: sealedForm(rows[i]!), seq: null, leaf_hash: null, audit_path: null })}\n`).join('');
+  async function* pendingLines(rows: AuditRow[]): AsyncGenerator<string | Buffer> {
+    const records = await resolvePersonalData(db, rows);
+    if (format === 'csv') yield records.map((r) => csvRow(r, null, null)).join('');
+    else if (!ocsf) yield records.map((r, i) => `${JSON.stringify({ type: 'record', record: sealedForm(r), sealed: sealedForm(rows[i]!), seq: null, leaf_hash: null, audit_path: null })}\n`).join('');
+    else {
+      for (const [i, r] of records.entries()) {
+        const handedOut = ocsf.push(ocsfEvent({ record: sealedForm(r), sealed: sealedForm(rows[i]!), seq: null, leaf_hash: null, audit_path: null }));
+        if (handedOut) yield handedOut;
+      }
+      const written = out.take();
+      if (written) yield written;
+    }
+  }
   // One position for both: a record the sealer takes meanwhile is still past it, so none is missed.
   const sealedThen = await lastSealBatch(db);
   const sealedSize = sealedThen?.next_seq ?? 0;
@@ -337,44 +394,20 @@ export async function* exportAuditLog(db: Queryable, opts: ExportOptions): Async
     await stillEntitled?.();
     const rows = await sealedChunk<SealedExportRow>(db, 'columns', filters, from, Math.min(from + chunk, sealedSize));
     pendingCount += rows.length;
-    if (rows.length > 0) yield pendingLines(rows, await resolvePersonalData(db, rows));
+    if (rows.length > 0) yield* pendingLines(rows);
   }
   for await (const unsealed of committedRecords.scan(db, sealedThen, chunk)) {
     await stillEntitled?.();
     const rows = await matchingRecords(db, filters, unsealed.map((r) => r.id));
     pendingCount += rows.length;
-    if (rows.length > 0) yield pendingLines(rows, await resolvePersonalData(db, rows));
+    if (rows.length > 0) yield* pendingLines(rows);
   }
 
-  if (format === 'ndjson') {
+  if (format !== 'csv') {
     const summary = { filters: opts.filters, records: sealedCount + pendingCount, records_with_proof: sealedCount, records_without_proof: pendingCount };
     const shown = checkpoint ? presentCheckpoint(checkpoint, await cosignedCheckpoint(db, checkpoint, policy)) : { tree_size: 0, note: null };
-    yield `${JSON.stringify({ type: 'checkpoint', ...shown, export: summary })}\n`;
+    if (!ocsf) yield `${JSON.stringify({ type: 'checkpoint', ...shown, export: summary })}\n`;
+    // An OCSF export that matched nothing has no event to carry it, and no proof to check against it.
+    else yield* [ocsf.end({ checkpoint: { ...shown, export: summary } }), out.take()].filter((b) => b !== undefined);
   }
-}
-
-export const CSV_COLUMNS = ['id', 'timestamp', 'actor_id', 'action', 'resource_type', 'resource_id', 'result', 'ip', 'user_agent', 'request_id', 'metadata', 'seq', 'leaf_hash'];
-
-/**
- * A cell as RFC 4180 wants it, and safe to open in a spreadsheet: a value starting with `=`,
- * `+`, `-`, `@`, a tab or a carriage return would run as a formula (OWASP "CSV injection"), so
- * it gets a leading apostrophe, which spreadsheets show as text.
- */
-export function csvCell(value: unknown): string {
-  if (value === null || value === undefined) return '';
-  const text = typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : Number.isSafeInteger(value) ? integerText(value as number) : String(value);
-  // Most cells need nothing: one test for them (a CSV export makes thirteen cells a record).
-  if (PLAIN_CELL.test(text)) return text;
-  const cell = /^[=+\-@\t\r]/.test(text) ? `'${text}` : text;
-  return /[",\r\n]/.test(cell) ? `"${cell.replaceAll('"', '""')}"` : cell;
-}
-
-/** A cell that starts with no formula character and holds nothing to quote. */
-const PLAIN_CELL = /^(?![=+\-@\t\r])[^",\r\n]*$/;
-
-/** A record's CSV row, cells in CSV_COLUMNS order (written out, not mapped and joined: thirteen cells a record). */
-function csvRow(r: AuditRow, seq: number | null, leaf: string | null): string {
-  return `${csvCell(r.id)},${csvCell(r.timestamp)},${csvCell(r.actor_id)},${csvCell(r.action)},${csvCell(r.resource_type)},` +
-    `${csvCell(r.resource_id)},${csvCell(r.result)},${csvCell(r.ip)},${csvCell(r.user_agent)},${csvCell(r.request_id)},` +
-    `${csvCell(r.metadata)},${csvCell(seq)},${csvCell(leaf)}\r\n`;
 }

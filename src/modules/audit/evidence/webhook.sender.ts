@@ -2,6 +2,9 @@
 // POSTed at least once, in seq order, to AUDIT_WEBHOOK_URL as
 //   {type: "audit-batch", records: [{seq, leaf_hash, record, sealed} …≤100], checkpoint?}
 // signed `X-Teamlog-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>`.
+// With AUDIT_WEBHOOK_FORMAT=ocsf, each record is instead the OCSF event the export's format=ocsf
+// gives (ocsf.mapper.ts: seq, leaf hash and sealed form under `unmapped`); the batch, the
+// checkpoint, the signature and the delivery rules stay the same.
 // The cursor lives in the database (audit_webhook_cursor) and moves only after a 2xx, so a
 // receiver that is down for hours, or a restart, loses nothing; a batch whose answer was lost
 // is sent again (receivers drop duplicates by seq). Each receiver has a cursor of its own
@@ -47,6 +50,7 @@ import { BackgroundLoop, type RoundOutcome } from '../../../background/backgroun
 import { sealedRowsFrom, type CheckpointRow } from './evidence.repository.js';
 import { presentCheckpoint } from './evidence.presenter.js';
 import { sealedForm } from './record.sealed-form.js';
+import { missingRecordEvent, ocsfEvent } from './ocsf.mapper.js';
 import {
   advanceCursor, claimLease, ensureWebhookCursor, nextCheckpoint, releaseLease, renewLease, tryWebhookLock, webhookState, type Deliverer, type WebhookCursor,
 } from './webhook.repository.js';
@@ -76,6 +80,8 @@ export interface WebhookOptions {
   db: Database;
   url: string;
   secret: string;
+  /** How each record is shaped (AUDIT_WEBHOOK_FORMAT): the API's record with its seal (default), or an OCSF event. */
+  format?: 'teamlog' | 'ocsf';
   log: FastifyBaseLogger;
   tuning?: Partial<WebhookTuning>;
   /** Each failed attempt (the failure counter in /metrics). */
@@ -227,9 +233,12 @@ export class AuditWebhook {
       const attach: CheckpointRow | undefined = checkpoint && checkpoint.tree_size <= nextSeq ? checkpoint : undefined;
       if (rows[0] && rows[0].seq !== from.next_seq) this.opts.log.error({ expected: from.next_seq, found: rows[0].seq }, 'audit webhook: the seal has a gap; delivering what is there (teamlog audit verify)');
       // A seal whose record is gone (removed behind the service's back) goes out as it is: the receiver sees it.
-      const records = rows.map((r) => ({
-        seq: r.seq, leaf_hash: b64(r.leaf_hash), record: r.present ? sealedForm(resolved.get(r.id)!) : null, sealed: r.present ? sealedForm(r) : null,
-      }));
+      const records = rows.map((r) => {
+        const delivered = { seq: r.seq, leaf_hash: b64(r.leaf_hash), record: r.present ? sealedForm(resolved.get(r.id)!) : null, sealed: r.present ? sealedForm(r) : null };
+        if (this.opts.format !== 'ocsf') return delivered;
+        const { record, sealed, seq, leaf_hash } = delivered;
+        return record && sealed ? ocsfEvent({ record, sealed, seq, leaf_hash }) : missingRecordEvent(r.record_id, seq, leaf_hash);
+      });
       const body = JSON.stringify({ type: 'audit-batch', records, ...(attach ? { checkpoint: presentCheckpoint(attach) } : {}) });
       const to = { next_seq: nextSeq, last_checkpoint_id: attach?.id ?? from.last_checkpoint_id };
       return { from, to, body, records: records.length, checkpoint: attach !== undefined } satisfies Batch;
