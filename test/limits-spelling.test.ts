@@ -9,10 +9,11 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { describe, test } from 'node:test';
-import { Client, auditRows, login, type Response, type Session } from './helpers/client.js';
+import { Client, auditRows, login, randomIp, type Response, type Session } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import { assertRateLimited, limitedCount } from './helpers/limits.js';
-import { connect, type ClientSocket } from './helpers/sockets.js';
+import { connect, sleep, type ClientSocket } from './helpers/sockets.js';
+import { createClient } from '../client/src/index.js';
 
 const LIMIT = 30;
 /** Session lookups of socket handshakes (TestHooks.onHandshakeSessionLookup). */
@@ -193,6 +194,49 @@ describe('a Socket.IO handshake counts like a request', () => {
     assert.ok(last.socket, `the last request of the minute may be a handshake: ${last.error?.message}`);
     last.socket.close();
     assert.equal((await tryHandshake(other, { 'x-forwarded-for': other.client.ip })).error?.message, 'rate_limited');
+  });
+});
+
+describe('a socket\'s reauth counts like a request', () => {
+  test('each reauth spends its user\'s minute: past it, RATE_LIMITED with retry_after, and HTTP is refused too', async () => {
+    const user = await h.newUser();
+    const own = { 'x-forwarded-for': user.client.ip };
+    const { socket, error } = await tryHandshake(user, own);
+    assert.ok(socket, `the handshake: ${error?.message}`);
+    try {
+      // The handshake was the minute's first request; a reauth with a valid token is each of the others.
+      for (let i = 1; i < LIMIT; i++) {
+        const ack = (await socket.timeout(5000).emitWithAck('reauth', { token: user.token })) as { ok: boolean; error?: { code: string } };
+        assert.equal(ack.ok, true, `reauth ${i}: ${JSON.stringify(ack)}`);
+      }
+      const past = (await socket.timeout(5000).emitWithAck('reauth', { token: user.token })) as { ok: boolean; error?: { code: string }; retry_after?: number };
+      assert.equal(past.ok, false);
+      assert.equal(past.error?.code, 'RATE_LIMITED');
+      assert.ok(past.retry_after! >= 1 && past.retry_after! <= 60, `retry_after ${past.retry_after}`);
+      assert.ok(socket.connected, 'a refused reauth leaves the socket connected');
+      assertRateLimited(await user.client.get('/api/v1/profile', { token: user.token }), LIMIT, 'HTTP after the reauths');
+    } finally {
+      socket.close();
+    }
+  });
+
+  test('the client library, refused a handshake with retry_after, does not try again before it', async () => {
+    const user = await h.newUser();
+    const teamlog = createClient({ baseUrl: h.server.url, headers: { 'x-forwarded-for': randomIp() } });
+    try {
+      await teamlog.login(user.email, user.password);
+      await inTurn(LIMIT, () => user.client.get('/api/v1/profile', { token: user.token })); // the user's minute is spent
+      const before = await limitedCount(h.server, 'general');
+      teamlog.realtime.on('new-message', () => {}); // connects
+      for (const until = Date.now() + 5000; (await limitedCount(h.server, 'general')) === before; await sleep(25)) {
+        assert.ok(Date.now() < until, 'the client made its handshake');
+      }
+      // retry_after is most of a minute here; the client's own backoff would have tried 3 or 4 times by now.
+      await sleep(1500);
+      assert.equal((await limitedCount(h.server, 'general')) - before, 1, 'one handshake, refused, and none since');
+    } finally {
+      teamlog.close();
+    }
   });
 });
 

@@ -218,7 +218,9 @@ class Channel {
         this.events.emit('error', { namespace, error: new TeamlogError(clientProblem(403, 'FORBIDDEN', `${namespace}: only ADMINs may connect`)) });
         return this.close();
       }
-      this.reconnectLater(err.message === 'unauthorized');
+      // Over the service's rate limit: not before the window it names ends (retry_after, in seconds).
+      const retryAfter = err.message === 'rate_limited' ? Number((err as Error & { data?: { retry_after?: unknown } }).data?.retry_after) : NaN;
+      this.reconnectLater(err.message === 'unauthorized', Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : 0);
     });
   }
 
@@ -248,10 +250,12 @@ class Channel {
       });
   }
 
-  private reconnectLater(refresh: boolean): void {
+  /** `atLeastMs`: a wait the service asked for (a rate limit's retry_after), which the backoff never shortens. */
+  private reconnectLater(refresh: boolean, atLeastMs = 0): void {
     if (this.closed) return;
     clearTimeout(this.retry);
-    const delay = Math.min(this.maxDelayMs, 250 * 2 ** this.attempts++) * (0.5 + Math.random() / 2);
+    const backoff = Math.min(this.maxDelayMs, 250 * 2 ** this.attempts++) * (0.5 + Math.random() / 2);
+    const delay = atLeastMs > 0 ? atLeastMs + Math.random() * 1000 : backoff;
     this.retry = setTimeout(() => {
       if (this.closed) return;
       (refresh ? this.auth.refresh() : this.auth.accessToken()).then(

@@ -9,6 +9,7 @@ import type { Services } from '../services.js';
 import { handleClientMessages } from './client-messages.js';
 import type { CatchingUp, Namespaces } from './delivery.js';
 import type { Dispatcher } from './dispatcher.js';
+import type { HandshakeLimit } from './handshake.js';
 import type { Presence } from './presence.js';
 import { catchUp, holdLive } from './replay.js';
 import type { SocketContext } from './socket-context.js';
@@ -25,6 +26,10 @@ export interface ConnectionParts {
   presence: Presence;
   slots: SocketSlots;
   contextOf: SocketContext;
+  /** The general rate limit, which a `reauth` counts against (none when RATE_LIMIT_PER_MINUTE is 0). */
+  limit: HandshakeLimit | undefined;
+  /** The caller's address, as the handshake reads it. */
+  addressOf: (socket: RealtimeSocket) => string | null;
 }
 
 type LastEventId = number | undefined | 'invalid';
@@ -57,7 +62,7 @@ function parseLastEventId(raw: unknown): LastEventId {
 }
 
 /** What every connected socket gets: its slot given back when it goes, its expiry, reauth, and the log lines. */
-function connectedSocket(socket: RealtimeSocket, { slots, log, services }: ConnectionParts): void {
+function connectedSocket(socket: RealtimeSocket, { slots, log, services, limit, addressOf }: ConnectionParts): void {
   slots.connected(socket);
   const { actor } = socket.data;
   log.debug({ userId: actor.id, namespace: socket.nsp.name, socketId: socket.id }, 'socket connected');
@@ -67,7 +72,7 @@ function connectedSocket(socket: RealtimeSocket, { slots, log, services }: Conne
     slots.giveBack(socket);
   });
   expireAt(socket);
-  handleReauth(socket, services.auth);
+  handleReauth(socket, services.auth, { limit, address: addressOf(socket) ?? 'unknown' });
 }
 
 /**

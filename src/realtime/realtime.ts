@@ -61,7 +61,7 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
   };
   authenticateHandshakes(namespaces.main, false, handshake);
   authenticateHandshakes(namespaces.admin, true, handshake);
-  serveConnections(namespaces, { db, log, services, dispatcher, catchingUp, presence, slots, contextOf });
+  serveConnections(namespaces, { db, log, services, dispatcher, catchingUp, presence, slots, contextOf, limit, addressOf: handshake.addressOf });
 
   const stopListening = deps.commits.onCommitted((c) => {
     if (c.events > 0) relay.wake();

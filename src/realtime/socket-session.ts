@@ -6,6 +6,7 @@ import { DomainError, forbidden } from '../domain/errors.js';
 import type { Services } from '../services.js';
 import { errorAck, type Ack } from './acks.js';
 import type { CatchingUp } from './delivery.js';
+import type { HandshakeLimit } from './handshake.js';
 import { sessionRoom, type RealtimeSocket } from './sockets.js';
 
 /**
@@ -47,10 +48,25 @@ export function expireAt(socket: RealtimeSocket): void {
   socket.data.expiry.unref();
 }
 
-/** `reauth` with the same user's fresh access token: the socket follows its session and its new expiry. */
-export function handleReauth(socket: RealtimeSocket, auth: Services['auth']): void {
-  socket.on('reauth', (payload: unknown, ack?: unknown) => {
+/** What a reauth is counted against: the general rate limit (handshake.ts) and the socket's address. */
+export interface ReauthLimit {
+  limit: HandshakeLimit | undefined;
+  address: string;
+}
+
+/**
+ * `reauth` with the same user's fresh access token: the socket follows its session and its new
+ * expiry. Each one looks a session up, so it counts against the user's general rate limit like an
+ * HTTP request (docs/api.md section 7): past it, the answer is RATE_LIMITED with `retry_after`
+ * (seconds), and no session is looked up.
+ */
+export function handleReauth(socket: RealtimeSocket, auth: Services['auth'], { limit, address }: ReauthLimit): void {
+  socket.on('reauth', async (payload: unknown, ack?: unknown) => {
     const answer: Ack = typeof ack === 'function' ? (ack as Ack) : () => {};
+    const wait = await limit?.count({ userId: socket.data.actor.id, address }).catch(() => undefined);
+    if (wait !== undefined) {
+      return answer({ ok: false, error: { code: 'RATE_LIMITED', message: `Too many requests; retry in ${wait} s` }, retry_after: wait });
+    }
     const token = typeof payload === 'object' && payload !== null ? (payload as { token?: unknown }).token : undefined;
     if (typeof token !== 'string') return answer(errorAck(new DomainError('invalid', 'VALIDATION_FAILED', 'token must be an access token'), 'UNAVAILABLE'));
     auth.authenticateToken(token).then(
