@@ -157,6 +157,10 @@ describe('the stored tree is evidence, not trusted state', () => {
       const report = await verifyRoute(h.admin);
       assert.equal(report.ok, false);
       assert.match(report.first_bad_tile ?? '', /^tile\/1\//);
+      // The stall it caused beside it: the records waiting, not checked (never the problem itself).
+      assert.doesNotMatch(report.problem ?? '', /sealing has stopped/);
+      assert.equal(report.first_unsealed_id, unsealedFirst!.id);
+      assert.deepEqual(report.not_checked?.map((n) => [n.reason, n.first_unsealed_id]), [['sealing_stopped', unsealedFirst!.id]]);
       const [signed] = await h.server.owner.query<{ n: number; newest: number }>('SELECT count(*)::int AS n, max(tree_size)::int AS newest FROM audit_checkpoints');
       const sealed = (await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_seal'))[0]!.n;
       assert.ok(signed!.newest <= sealed);

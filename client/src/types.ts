@@ -26,6 +26,8 @@ export type AuditInclusionProof = Schemas['AuditInclusionProof'];
 export type AuditConsistencyProof = Schemas['AuditConsistencyProof'];
 export type AuditPublicKey = Schemas['AuditPublicKey'];
 export type AuditVerifyReport = Schemas['AuditVerifyReport'];
+/** What a verification could not check, and why (never a failure: `ok` is about what was checked). */
+export type AuditNotChecked = Schemas['AuditNotChecked'];
 export type LoginResponse = Schemas['LoginResponse'];
 export type TokenPair = Schemas['TokenPair'];
 /** An RFC 9457 problem, as every error of the API answers. */

@@ -143,7 +143,7 @@ async function verifyTheDatabase(external: string | undefined, givenVerifiers: (
   const config = loadConfig();
   const url = config.migrationDatabaseUrl ?? config.databaseUrl;
   const log = await cliLogger();
-  const [{ openDatabase }, { resolveOrigin }, { verifyDatabase }, { NoteError }] = await Promise.all([
+  const [{ openDatabase }, { resolveOrigin }, { verifyDatabase, verificationAnswer }, { NoteError }] = await Promise.all([
     import('../db/open.js'), import('../modules/audit/evidence/log.identity.js'), import('../modules/audit/evidence/log.verifier.js'), import('../tlog/signed-note.js'),
   ]);
   const unlock = url ? () => {} : lockEmbeddedDatabase(config.dataDir, WHILE_THE_SERVER_RUNS, NotCheckedError);
@@ -162,12 +162,12 @@ async function verifyTheDatabase(external: string | undefined, givenVerifiers: (
           throw err;
         })
         .finally(() => bar.end());
-      // Sealing that stopped is the last thing verification looks at, so everything before it
-      // passed: records committed after the last seal, with no server running to seal them, are
-      // records it has nothing to check against yet, not records found changed.
-      const unsealed = !report.ok && report.first_unsealed_id !== undefined;
+      // As GET /audit-logs/verify answers it (log.verifier.ts, verificationAnswer): records
+      // committed after the last seal, with no server running to seal them, are records there is
+      // nothing to check against yet (not_checked), not records found changed.
+      const answer = verificationAnswer(report);
       const verdicts: Verdict[] = [
-        report.ok || unsealed
+        answer.ok
           ? {
               check: 'the log', outcome: 'passed',
               said: [
@@ -176,13 +176,13 @@ async function verifyTheDatabase(external: string | undefined, givenVerifiers: (
                 ...(external !== undefined ? ['the log extends the saved checkpoint'] : []),
               ].join('; '),
             }
-          : { check: 'the log', outcome: 'failed', problem: problemOf(report) },
+          : { check: 'the log', outcome: 'failed', problem: problemOf(answer) },
       ];
-      if (unsealed) {
-        verdicts.push({
-          check: `record ${report.first_unsealed_id} and those after it`, outcome: 'not-made',
-          why: `committed but not sealed (${report.problem}), so there is nothing to check them against yet. Start the service, let it seal them, and verify again`,
-        });
+      // Beside a failure, the failure is the news (and stderr says only it).
+      if (answer.ok) {
+        for (const n of answer.not_checked ?? []) {
+          verdicts.push({ check: n.what, outcome: 'not-made', why: `${n.why}, so there is nothing to check them against yet. Start the service, let it seal them, and verify again` });
+        }
       }
       // Nothing signed yet: there is no newest checkpoint to hold to a key.
       if (anchor.notMade && report.checkpoints_checked > 0) verdicts.push(anchor.notMade);
@@ -193,7 +193,7 @@ async function verifyTheDatabase(external: string | undefined, givenVerifiers: (
           : await databaseQuorumVerdict(db, policy, anchor.anchors, config.auditWitnessMaxAgeMs));
       }
       if (personal.notMade) verdicts.push(personal.notMade);
-      else if (report.ok || unsealed) {
+      else if (answer.ok) {
         verdicts.push({
           check: 'personal values', outcome: 'passed',
           said: personal.stored ? `personal values: ${(report.personal_values_checked ?? 0).toLocaleString('en')} checked against their records' refs` : 'personal values: none stored',

@@ -71,8 +71,11 @@ export function registerEvidenceRoutes(app: FastifyInstance, audit: AuditService
       description:
         'Recomputes every sealed record\'s RFC 6962 leaf, rebuilds the tree, holds every stored tile to the tile the records make, and ' +
         'checks every signed checkpoint on the way; the newest must verify under this service\'s key. It also finds a record sealed twice, ' +
-        'one the sealer took but never sealed, and a sealer that stopped (records waiting longer than AUDIT_SEAL_STALL_MS). `ok: false` names ' +
-        'the first bad record (`first_bad_id`), or the first bad stored tile (`first_bad_tile`), or the first record waiting (`first_unsealed_id`), and the problem. ' +
+        'and one the sealer took but never sealed. `ok` is about integrity: `ok: false` names the first bad record (`first_bad_id`) or the first bad ' +
+        'stored tile (`first_bad_tile`), and the problem (`problem`). What could not be checked is said apart, in `not_checked`, and never makes ' +
+        '`ok` false: when sealing has stopped (records waiting longer than AUDIT_SEAL_STALL_MS with no seal made meanwhile; `/health/ready` answers ' +
+        '`degraded`), the records waiting have nothing to be checked against yet, so the answer is `ok: true` when everything before them verified, ' +
+        'with `first_unsealed_id` and a `not_checked` entry (reason `sealing_stopped`) naming the first of them. ' +
         'Reads in chunks: on a large log this takes seconds (about 100,000 records a second).' + SCAN_LIMIT +
         ' A verification holds its slot until it ends, even when its client has gone. HEAD answers the headers only, without verifying.',
       response: { 200: VerifyReport, ...errorResponses(401, 403, 429) },

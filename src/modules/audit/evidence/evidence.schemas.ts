@@ -24,10 +24,41 @@ export const Cosignature = named(
   { name: 'witness.example/w1', key_id: '3f5e9a07', time: '2026-11-22T08:15:41.000Z', signature: 'N+/2wmAgRgoU+SPve5Z1XX+4T/Gwaw4HqFxZK9/ftK1RGEofQ5sXB6o59kN0LUzsMVIsBF8JaBE3VzDanDY2uQ==' },
 );
 
+/** The words of a stall, as verification and /health/ready give them (example). */
+const STALL_EXAMPLE = {
+  reason: 'sealing_stopped' as const,
+  what: 'record 1043 and those after it',
+  why: "committed but not sealed (sealing has stopped: record 1043 committed 75 s ago and is not sealed, and nothing was sealed for 80 s (the service's log says why))",
+  first_unsealed_id: 1043,
+};
+
+/** Something verification could not check, and why: not a failure (log.verifier.ts NotChecked). */
+export const NotChecked = named(
+  'AuditNotChecked',
+  Type.Object(
+    {
+      reason: StringEnum(['sealing_stopped'], {
+        description:
+          'Why, as a code. `sealing_stopped`: these records committed but were not sealed, and no seal was made for longer than AUDIT_SEAL_STALL_MS, ' +
+          'so there is nothing to check them against yet; `/health/ready` answers `degraded` meanwhile. More reasons may be added: treat one you do not know as not checked, never as failed',
+      }),
+      what: Type.String({ maxLength: 200, description: 'What was not checked, in words: `record 1043 and those after it`' }),
+      why: Type.String({ maxLength: 2000, description: 'Why, in words: for `sealing_stopped`, how long the first record has waited and since when nothing was sealed' }),
+      first_unsealed_id: Type.Optional({ ...Id, description: '`sealing_stopped`: the first committed record still waiting for its seal; it and those after it were not checked' }),
+    },
+    { description: 'A check that could not be made, and why. Nothing in it was found wrong: it is not a failure' },
+  ),
+  STALL_EXAMPLE,
+);
+
 export const VerifyReport = named(
   'AuditVerifyReport',
   Type.Object({
-    ok: Type.Boolean(),
+    ok: Type.Boolean({
+      description:
+        'Integrity: true when nothing that was checked was found wrong; false when something was (`problem` says what). What could not be checked ' +
+        '(`not_checked`) never makes it false: alert on `ok: false` for tampering, and on `not_checked` (or `/health/ready` answering `degraded`) for sealing that stopped',
+    }),
     records_checked: Count(),
     checkpoints_checked: Count(),
     head: Type.Unsafe<{ seq: number; tree_size: number; root_hash: string } | null>({
@@ -47,10 +78,25 @@ export const VerifyReport = named(
     }),
     first_bad_id: Type.Optional({ ...Id, description: 'The first record found changed, inserted, sealed twice, or (for a removed one) the first surviving record after the gap' }),
     first_bad_tile: Type.Optional(Type.String({ maxLength: 80, description: 'The first stored tile (tlog-tiles path) that is not the tile the records make: the stored tree was changed' })),
-    first_unsealed_id: Type.Optional({ ...Id, description: 'Sealing has stopped: the first committed record still waiting for its seal' }),
-    problem: Type.Optional(Type.String({ maxLength: 2000, description: 'What was found, in words' })),
+    first_unsealed_id: Type.Optional({
+      ...Id,
+      description:
+        'Sealing has stopped: the first committed record still waiting for its seal, the one `/health/ready` names. It and those after it were not checked ' +
+        '(the `not_checked` entry with reason `sealing_stopped` says why). With `ok: true` when nothing checked was found wrong (an answer that was `ok: false`, ' +
+        'with the stall in `problem`, before `not_checked` was added), with `ok: false` beside a real problem',
+    }),
+    problem: Type.Optional(Type.String({ maxLength: 2000, description: 'What was found wrong, in words (`ok: false` only). Never what could not be checked: that is `not_checked`' })),
+    not_checked: Type.Optional(
+      Type.Array(NotChecked, {
+        maxItems: 10,
+        description: 'What could not be checked, and why; absent when everything was. Said beside `ok: true`, or beside the problem of an `ok: false`',
+      }),
+    ),
   }),
-  { ok: true, records_checked: 1042, checkpoints_checked: 37, head: { seq: 1041, tree_size: 1042, root_hash: HASH_EXAMPLE }, personal_values_checked: 12 },
+  {
+    ok: true, records_checked: 1042, checkpoints_checked: 37, head: { seq: 1041, tree_size: 1042, root_hash: HASH_EXAMPLE }, personal_values_checked: 12,
+    first_unsealed_id: 1043, not_checked: [STALL_EXAMPLE],
+  },
 );
 
 export const CheckpointJson = named(

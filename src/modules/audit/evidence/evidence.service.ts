@@ -28,7 +28,7 @@ import { noteVerifier } from '../../../tlog/signed-note.js';
 import type { SigningKey } from './signing-key.loader.js';
 import { readTile, storedNodes } from './tile.store.js';
 import { encodeEntryBundle, TILE_WIDTH, tileWidthAt } from '../../../tlog/tiles.js';
-import { verifyDatabase, type VerifyReport } from './log.verifier.js';
+import { verificationAnswer, verifyDatabase, type VerificationAnswer } from './log.verifier.js';
 import type { WitnessPolicyFile } from '../../../config.js';
 import { formatTlogProof } from '../../../tlog/proof-bundle.js';
 import { newestCheckpointAtSize } from './cosignature.repository.js';
@@ -267,18 +267,22 @@ export function createEvidenceService(db: Database, key: SigningKey, options: Ev
       return Readable.from(exportAuditLog(db, { ...job, stillEntitled }), { objectMode: false });
     },
 
-    /** Verifies the whole log; the newest checkpoint must be under this service's own key. */
-    async verify(options: { external?: string; onProgress?: (checked: number, total: number) => void } & ScanOptions = {}): Promise<VerifyReport> {
+    /**
+     * Verifies the whole log; the newest checkpoint must be under this service's own key. Answers
+     * as GET /audit-logs/verify does (verificationAnswer): `ok` for integrity alone, and records
+     * that sealing that stopped left waiting as not checked, never as a failure.
+     */
+    async verify(options: { external?: string; onProgress?: (checked: number, total: number) => void } & ScanOptions = {}): Promise<VerificationAnswer> {
       const id = await logIdentity();
       const stall = sealStallMs !== undefined ? { sealStallMs } : {};
       const scans = scanPool(options.lowPriority);
       if (scans) {
         // The same anchor, as its verifier key: the worker is handed no private key.
         const job = { origin: id.origin, anchors: [id.verifierKey], personalDataKeys, ...stall, ...(options.external !== undefined ? { external: options.external } : {}) };
-        return scans.verify(job, options.onProgress);
+        return verificationAnswer(await scans.verify(job, options.onProgress));
       }
       const { lowPriority: _, ...rest } = options;
-      return verifyDatabase(db, { anchors: [noteVerifier(id.origin, key.privateKey)], origin: id.origin, personalDataKeys, ...stall, ...rest });
+      return verificationAnswer(await verifyDatabase(db, { anchors: [noteVerifier(id.origin, key.privateKey)], origin: id.origin, personalDataKeys, ...stall, ...rest }));
     },
 
     /** Ends the scans' worker threads (the app is closing): a scan still running fails. */

@@ -3,6 +3,10 @@
 // the tile the records make, and checks every signed checkpoint on the way. Reads in chunks
 // outside any transaction, so that on PGlite (one connection) the service answers between them.
 // The first problem found ends the run and names the first bad record, or the first bad tile.
+// Sealing that has stopped is not a problem found but a check that cannot be made: the records
+// waiting for their seal have nothing to be checked against yet (`not_checked`), whatever else
+// was found. "Cannot check" must never read as "tampered": verificationAnswer says so in the
+// answer of GET /audit-logs/verify.
 import type { Queryable } from '../../../db/database.js';
 import { checkCheckpoint } from '../../../tlog/checkpoint-check.js';
 import { lastSealBatch, latestCheckpoint, recordFromTheFuture, sealedCanonicalFrom, signingKeys, type SealBatchRow, type SealedCanonicalRow } from './evidence.repository.js';
@@ -18,7 +22,30 @@ import { CheckpointChain } from './checkpoint-chain.verifier.js';
 import { IdSet, takenNeverSealed } from './seal-coverage.verifier.js';
 import { StoredTiles } from './tile.verifier.js';
 
+/**
+ * What verification could not check, and why: not a failure, nothing in it was found wrong
+ * (GET /audit-logs/verify's `not_checked`, the CLI's "not checked" lines).
+ */
+export interface NotChecked {
+  /** Why, as a code a program can act on; more may come. */
+  reason: 'sealing_stopped';
+  /** What was not checked, in words: "record 1234 and those after it". */
+  what: string;
+  /** Why, in words: "committed but not sealed (sealing has stopped: …)". */
+  why: string;
+  /** sealing_stopped: the first committed record still waiting for its seal. */
+  first_unsealed_id: number;
+}
+
+/**
+ * The engine's report, which `teamlog audit verify` and the API's scan worker both read. Its
+ * `ok`, `first_unsealed_id` and `problem` keep their first meaning, on which the CLI relies:
+ * sealing that has stopped, when nothing else was found, reads ok: false with first_unsealed_id
+ * and the stall's words in problem. `not_checked` says it apart (also besides a real problem),
+ * and verificationAnswer gives the answer that keeps integrity and "not checked" apart.
+ */
 export interface VerifyReport {
+  /** Nothing checked was found wrong and nothing was left unchecked (see verificationAnswer for integrity alone). */
   ok: boolean;
   records_checked: number;
   checkpoints_checked: number;
@@ -32,9 +59,49 @@ export interface VerifyReport {
   first_bad_id?: number;
   /** A stored tile that is not the tile the records make (tlog-tiles path), when that is what was found. */
   first_bad_tile?: string;
-  /** When sealing has stopped: the first committed record still waiting for its seal. */
+  /**
+   * When sealing has stopped and nothing else was found wrong (ok: false): the first committed
+   * record still waiting for its seal, and `problem` says the stall. Beside a real problem it is
+   * left out (that problem is the report's); not_checked names the record either way.
+   */
   first_unsealed_id?: number;
   problem?: string;
+  /** What could not be checked, and why (sealing that has stopped); absent when everything was. */
+  not_checked?: NotChecked[];
+}
+
+/**
+ * The answer of GET /audit-logs/verify (evidence.schemas.ts VerifyReport): `ok` is about
+ * integrity alone, true when nothing checked was found wrong; what was not checked is in
+ * `not_checked` (and `first_unsealed_id`), never in `problem`, which names real problems only.
+ */
+export type VerificationAnswer = Omit<VerifyReport, 'ok' | 'problem' | 'first_unsealed_id' | 'not_checked'> & {
+  ok: boolean;
+  /** Sealing has stopped: the first committed record waiting for its seal (it and those after it were not checked). */
+  first_unsealed_id?: number;
+  /** What was found wrong (ok: false only). */
+  problem?: string;
+  not_checked?: NotChecked[];
+};
+
+/**
+ * The engine's report as GET /audit-logs/verify answers it: sealing that has stopped, with
+ * nothing else found, is ok (everything checked verified) with the records waiting named as not
+ * checked; a real problem is ok: false with its problem, and the stall, if any, beside it.
+ */
+export function verificationAnswer(report: VerifyReport): VerificationAnswer {
+  const { ok, first_unsealed_id, problem, not_checked, ...checked } = report;
+  // The report's first meaning (VerifyReport): ok: false with first_unsealed_id is the stall alone.
+  const stallAlone = !ok && first_unsealed_id !== undefined;
+  const stall = not_checked?.find((n) => n.reason === 'sealing_stopped');
+  const unsealed = stall?.first_unsealed_id ?? first_unsealed_id;
+  return {
+    ...checked,
+    ok: ok || stallAlone,
+    ...(unsealed !== undefined ? { first_unsealed_id: unsealed } : {}),
+    ...(!stallAlone && problem !== undefined ? { problem } : {}),
+    ...(not_checked && not_checked.length > 0 ? { not_checked } : {}),
+  };
 }
 
 export interface VerifyOptions {
@@ -50,7 +117,7 @@ export interface VerifyOptions {
   personalDataKeys?: Buffer[];
   /** How the seal is read (tests read in tiny chunks); DEFAULT_READS otherwise. */
   reads?: ReadPlan;
-  /** Records waiting this long for their seal, with none made meanwhile, fail verification (sealing-status.service.ts). */
+  /** Records waiting this long for their seal, with none made meanwhile, mean sealing has stopped: they are not checked (sealing-status.service.ts). */
   sealStallMs?: number;
   onProgress?: (checked: number, total: number) => void;
 }
@@ -79,7 +146,13 @@ const ID_RANGE = 100_000;
 const TILE_PAGE = 64;
 
 /** What a step found wrong: the report's problem, and the record or tile it names. */
-type Finding = Pick<VerifyReport, 'first_bad_id' | 'first_bad_tile' | 'first_unsealed_id'> & { problem: string };
+type Finding = Pick<VerifyReport, 'first_bad_id' | 'first_bad_tile'> & { problem: string };
+
+/** Sealing that has stopped: the first record waiting, and the stall in words. */
+interface Stall {
+  first_unsealed_id: number;
+  problem: string;
+}
 
 export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promise<VerifyReport> {
   const start = await logAsItBegan(db);
@@ -91,9 +164,10 @@ export async function verifyDatabase(db: Queryable, opts: VerifyOptions): Promis
     (await rebuild.checkSealEnd()) ??
     (await rebuild.tiles.checkEdge(rebuild.tree)) ??
     (await positionFromTheFuture(db)) ??
-    (await takenNeverSealed(db, start.lastBatch, rebuild.sealed, opts.reads?.idRange ?? ID_RANGE)) ??
-    (await sealingStopped(db, opts.sealStallMs ?? DEFAULT_SEAL_STALL_MS));
-  return rebuild.report(found);
+    (await takenNeverSealed(db, start.lastBatch, rebuild.sealed, opts.reads?.idRange ?? ID_RANGE));
+  // Looked at whatever was found: what it leaves unchecked is said beside a real problem too.
+  const stall = await sealingStopped(db, opts.sealStallMs ?? DEFAULT_SEAL_STALL_MS);
+  return rebuild.report(found, stall);
 }
 
 /** The log as it stood when a run began (logAsItBegan). */
@@ -258,18 +332,20 @@ class TreeRebuild {
     return this.checkpoints.unanchored(this.opts.anchors);
   }
 
-  report(found: Finding | undefined): VerifyReport {
+  report(found: Finding | undefined, stall: Stall | undefined): VerifyReport {
     const size = this.tree.size;
     return {
-      ok: found === undefined,
+      ok: found === undefined && stall === undefined,
       records_checked: this.checked,
       checkpoints_checked: this.checkpoints.checked,
       head: size > 0 ? { seq: size - 1, tree_size: size, root_hash: this.tree.root().toString('base64') } : null,
       personal_values_checked: this.personalKeys.length > 0 ? this.personalChecked : null,
       ...(found?.first_bad_id !== undefined ? { first_bad_id: found.first_bad_id } : {}),
       ...(found?.first_bad_tile !== undefined ? { first_bad_tile: found.first_bad_tile } : {}),
-      ...(found?.first_unsealed_id !== undefined ? { first_unsealed_id: found.first_unsealed_id } : {}),
       ...(found ? { problem: found.problem } : {}),
+      // The stall alone: as the report always said it (VerifyReport), which the CLI reads.
+      ...(!found && stall ? { first_unsealed_id: stall.first_unsealed_id, problem: stall.problem } : {}),
+      ...(stall ? { not_checked: [notCheckedOf(stall)] } : {}),
     };
   }
 }
@@ -327,12 +403,22 @@ async function positionFromTheFuture(db: Queryable): Promise<Finding | undefined
 }
 
 /** Sealing that has stopped: a committed record waiting for its seal past the stall time, with none sealed meanwhile (sealing-status.service.ts). */
-async function sealingStopped(db: Queryable, stallMs: number): Promise<Finding | undefined> {
+async function sealingStopped(db: Queryable, stallMs: number): Promise<Stall | undefined> {
   const sealing = await sealingStatus(db, stallMs);
   if (!sealing.stalled) return undefined;
   const waited = Math.round(sealing.waiting!.ms / 1000);
   const since = sealing.sinceSealMs === undefined ? 'nothing was ever sealed' : `nothing was sealed for ${Math.round(sealing.sinceSealMs / 1000)} s`;
   return { problem: `sealing has stopped: record ${sealing.waiting!.id} committed ${waited} s ago and is not sealed, and ${since} (the service's log says why)`, first_unsealed_id: sealing.waiting!.id };
+}
+
+/** The records a stall leaves waiting, as not checked: there is nothing to check them against yet. */
+function notCheckedOf(stall: Stall): NotChecked {
+  return {
+    reason: 'sealing_stopped',
+    what: `record ${stall.first_unsealed_id} and those after it`,
+    why: `committed but not sealed (${stall.problem})`,
+    first_unsealed_id: stall.first_unsealed_id,
+  };
 }
 
 /** The metadata's text parsed; undefined when it is not JSON (nothing the service writes). */
