@@ -6,16 +6,22 @@
 // the newest one, even from the service's own role, and a row that got in with that guard
 // disabled, or a deletion, stops the sealer instead of being signed over. Two more went
 // unreported by verification: the tile at the tree's right edge deleted, and a sealed record's
-// transaction position moved far forward.
+// transaction position moved far forward. And sealing that stopped with nothing else wrong is
+// not a failure: the records waiting are said not checked, never that the log failed.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Queryable } from '../src/db/database.js';
 import { newestTwoCheckpoints } from '../src/modules/audit/evidence/evidence.repository.js';
 import type { LogIdentity } from '../src/modules/audit/evidence/log.identity.js';
+import { verifyDatabase } from '../src/modules/audit/evidence/log.verifier.js';
 import { TreeUnverifiable, VerifiedTree } from '../src/modules/audit/evidence/tree.loader.js';
 import { parseVerifierKey } from '../src/tlog/signed-note.js';
-import { appendRecords, assertOk, auditedActions, buildLog, committed, rolledBack, settled, untilSealingStops, verifyRoute } from './helpers/audit-log.js';
+import {
+  appendRecords, assertBad, assertOk, auditedActions, buildLog, committed, layout, rolledBack, settled, untilSealingStops, verifyRoute,
+} from './helpers/audit-log.js';
+import { Client, loginAdmin } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
+import { createTestDatabase, startTestServer, type TestServer } from './helpers/server.js';
 
 const ENV = { AUDIT_CHECKPOINT_INTERVAL_MS: '100', AUDIT_SEAL_STALL_MS: '1000' };
 
@@ -132,7 +138,7 @@ describe('verification sees what the sealer alone stopped on', () => {
     await settled(h.server, h.admin);
   });
 
-  test('the tile at the tree\'s right edge deleted (here the top tile, level 1\'s partial one): verification names it', async () => {
+  test('the tile at the tree\'s right edge deleted (here the top tile, level 1\'s partial one): verification names it, and /health/ready is degraded', async () => {
     assertOk(await verifyRoute(h.admin));
     const [edge] = await h.server.owner.query<{ idx: number; width: number }>('SELECT idx, max(width)::int AS width FROM audit_tiles WHERE level = 1 AND width < 256 GROUP BY idx ORDER BY idx DESC LIMIT 1');
     assert.ok(edge, 'a partial level-1 tile at the edge');
@@ -143,10 +149,17 @@ describe('verification sees what the sealer alone stopped on', () => {
       assert.equal(report.ok, false, 'the missing tile went unnoticed');
       assert.match(report.problem ?? '', /the stored tree lacks tile tile\/1\/\S+ at its right edge/);
       assert.match(report.first_bad_tile ?? '', /^tile\/1\//);
+      // No record waits (nothing shows the sealer stopped), and still the probe says so.
+      const health = await new Client(h.server).get('/health/ready');
+      assert.equal(health.status, 200);
+      assert.equal(health.body.status, 'degraded', JSON.stringify(health.body));
+      assert.equal(health.body.sealing, undefined);
+      assert.match(health.body.tree?.missing_tile ?? '', /^the stored tree lacks tile 1\/\d+ \(width \d+\)/);
     } finally {
       await committed(h.server.owner, (q) => q.query("INSERT INTO audit_tiles (level, idx, width, hashes) VALUES (1, $1, $2, decode($3, 'hex'))", [edge.idx, edge.width, saved!.hashes]));
     }
     assertOk(await verifyRoute(h.admin));
+    assert.deepEqual((await new Client(h.server).get('/health/ready')).body, { status: 'ready', database: h.server.db.kind });
   });
 
   test('a sealed record\'s transaction position moved ten million transactions forward: verification names the record', async () => {
@@ -156,5 +169,72 @@ describe('verification sees what the sealer alone stopped on', () => {
     assert.equal(report.ok, false, 'the moved position went unnoticed');
     assert.equal(report.first_bad_id, target!.record_id);
     assert.match(report.problem ?? '', /its position was moved forward/);
+  });
+});
+
+describe('sealing stopped, and nothing else wrong', () => {
+  test('GET /audit-logs/verify: ok (everything sealed verified), the records waiting named as not checked, never as a problem; a record changed meanwhile still fails, naming it', async () => {
+    const database = await createTestDatabase();
+    let server: TestServer | undefined;
+    try {
+      // A log sealed and signed by one instance, then only an instance that does not seal
+      // (AUDIT_SEALING=off everywhere): what is written from then on waits for its seal.
+      const sealing = await startTestServer({ database, env: ENV });
+      try {
+        await buildLog(sealing, await loginAdmin(sealing), [3, 2]);
+      } finally {
+        await sealing.close();
+      }
+      server = await startTestServer({ database, env: { ...ENV, AUDIT_SEALING: 'off' } });
+      const admin = await loginAdmin(server);
+      const health = await untilSealingStops(server, () => auditedActions(admin, 1));
+      const [waiting] = await server.owner.query<{ id: number }>(
+        'SELECT min(a.id)::int AS id FROM audit_log a WHERE NOT EXISTS (SELECT 1 FROM audit_seal s WHERE s.record_id = a.id)',
+      );
+      const first = waiting!.id;
+      assert.equal(health.sealing!.first_unsealed_id, first);
+      const sealed = (await server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_seal'))[0]!.n;
+
+      const report = await verifyRoute(admin);
+      assert.equal(report.ok, true, `not checked is not failed: ${JSON.stringify(report)}`);
+      assert.equal(report.records_checked, sealed);
+      assert.equal(report.head?.tree_size, sealed);
+      assert.equal(report.problem, undefined);
+      assert.equal(report.first_bad_id, undefined);
+      assert.equal(report.first_bad_tile, undefined);
+      assert.equal(report.first_unsealed_id, first, 'kept for the clients that read it');
+      assert.equal(report.not_checked?.length, 1, JSON.stringify(report));
+      const [entry] = report.not_checked!;
+      assert.equal(entry!.reason, 'sealing_stopped');
+      assert.equal(entry!.first_unsealed_id, first);
+      assert.equal(entry!.what, `record ${first} and those after it`);
+      assert.match(entry!.why, new RegExp(`^committed but not sealed \\(sealing has stopped: record ${first} committed \\d+ s ago and is not sealed, and nothing was sealed for \\d+ s \\(the service's log says why\\)\\)$`));
+
+      // The engine's report keeps its first meaning, which `teamlog audit verify` reads (ok false
+      // with first_unsealed_id: the stall alone; the CLI says those records were not checked).
+      const keys = await admin.client.get<Array<{ note_verifier_key: string }>>('/api/v1/audit-logs/public-keys', { token: admin.token });
+      const anchor = parseVerifierKey(keys.body[0]!.note_verifier_key);
+      const engine = await verifyDatabase(server.owner, { anchors: [anchor], origin: anchor.name, sealStallMs: 1000 });
+      assert.equal(engine.ok, false);
+      assert.equal(engine.first_unsealed_id, first);
+      assert.match(engine.problem ?? '', new RegExp(`^sealing has stopped: record ${first} `));
+      assert.deepEqual(engine.not_checked?.map((n) => [n.reason, n.what, n.first_unsealed_id]), [[entry!.reason, entry!.what, first]]);
+
+      // A sealed record changed behind the service's back meanwhile: a failure, named as one, the stall beside it.
+      const target = (await layout(server.owner)).seals[2]!;
+      await committed(server.owner, (q) => q.query(`UPDATE audit_log SET metadata = jsonb_set(metadata, '{forged}', 'true') WHERE id = $1`, [target]));
+      const tampered = await verifyRoute(admin);
+      assertBad(tampered, target, new RegExp(`^record ${target} no longer matches its seal`));
+      assert.equal(tampered.first_unsealed_id, first);
+      assert.deepEqual(tampered.not_checked?.map((n) => [n.reason, n.first_unsealed_id]), [['sealing_stopped', first]]);
+      // To the CLI, too, a failure: the stall alone is what first_unsealed_id with ok false means.
+      const tamperedEngine = await verifyDatabase(server.owner, { anchors: [anchor], origin: anchor.name, sealStallMs: 1000 });
+      assert.equal(tamperedEngine.ok, false);
+      assert.equal(tamperedEngine.first_bad_id, target);
+      assert.equal(tamperedEngine.first_unsealed_id, undefined);
+    } finally {
+      await server?.close();
+      await database.drop();
+    }
   });
 });

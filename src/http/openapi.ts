@@ -180,7 +180,9 @@ const UNSCHEMED_ROUTES: Record<string, Json> = {
       'have waited longer than AUDIT_SEAL_STALL_MS for their seal and no seal was made meanwhile: `sealing` names the first record waiting, and the ' +
       'service\'s log says why sealing stopped. With a witness policy (AUDIT_WITNESS_POLICY), also `degraded` when a checkpoint has waited longer than ' +
       'AUDIT_WITNESS_MAX_AGE_MS for a witnessed one as new (the newest witnessed checkpoint is that old): `witnessing` says which is the newest witnessed ' +
-      `checkpoint and since when a newer one waits (GET /api/v1/audit-logs/witnesses says why). ${PROBE_HEADERS_NOTE}`,
+      `checkpoint and since when a newer one waits (GET /api/v1/audit-logs/witnesses says why). Also \`degraded\` when the stored tree lacks a tile at ` +
+      'its right edge (changed behind the service\'s back): `tree.missing_tile` names it; the sealer cannot extend the tree and proofs through it are refused ' +
+      `until it is restored (GET /api/v1/audit-logs/verify names it too). ${PROBE_HEADERS_NOTE}`,
     security: [{}],
     response: {
       200: {
@@ -215,6 +217,11 @@ const UNSCHEMED_ROUTES: Record<string, Json> = {
               unwitnessed_seconds: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, format: 'int64' },
             },
             required: ['stale', 'newest_witnessed', 'unwitnessed_since', 'unwitnessed_seconds'],
+          },
+          tree: {
+            type: 'object',
+            properties: { missing_tile: { type: 'string', maxLength: 200 } },
+            required: ['missing_tile'],
           },
         },
         required: ['status', 'database'],

@@ -4,11 +4,13 @@
 // evidence it cannot verify, or AUDIT_SEALING off everywhere) make the service "degraded" — it
 // still answers (200), and the body names the first record waiting. With a witness policy, a
 // checkpoint that has waited longer than AUDIT_WITNESS_MAX_AGE_MS for a witnessed successor (the
-// newest witnessed checkpoint is that old) makes it "degraded" too, with `witnessing`.
+// newest witnessed checkpoint is that old) makes it "degraded" too, with `witnessing`; so does a
+// stored tree that lacks a tile at its right edge (`tree`): the sealer cannot extend it, and
+// proofs through it are refused, even before a record waits to show it.
 import type { FastifyInstance } from 'fastify';
 import type { Database } from '../db/database.js';
 import { unavailable } from '../http/errors.js';
-import { sealingStatus, type SealingStatus } from '../modules/audit/evidence/sealing-status.service.js';
+import { missingEdgeTile, sealingStatus, type SealingStatus } from '../modules/audit/evidence/sealing-status.service.js';
 
 const READY_TIMEOUT_MS = 2000;
 
@@ -34,25 +36,27 @@ export function registerHealth(app: FastifyInstance, db: Database, sealStallMs: 
       description:
         '`status` is `ready`, or `degraded` (still 200) when committed audit records have waited longer than AUDIT_SEAL_STALL_MS for their seal ' +
         'and no seal was made meanwhile; `sealing` then names the first record waiting. The service\'s log says why sealing stopped. With a witness ' +
-        'policy, also `degraded` when a checkpoint has waited longer than AUDIT_WITNESS_MAX_AGE_MS for a witnessed one as new: `witnessing` says since when.',
+        'policy, also `degraded` when a checkpoint has waited longer than AUDIT_WITNESS_MAX_AGE_MS for a witnessed one as new: `witnessing` says since when. ' +
+        'Also `degraded` when the stored tree lacks a tile at its right edge (`tree.missing_tile`): the sealer cannot extend it, and proofs through it are refused.',
     },
   }, async (_req, reply) => {
     reply.headers(noStore);
     let timer: NodeJS.Timeout | undefined;
     let sealing: SealingStatus;
     let witnessed: WitnessingHealth | undefined;
+    let missingTile: string | undefined;
     try {
-      [sealing, witnessed] = (await Promise.race([
-        Promise.all([sealingStatus(db, sealStallMs), witnessing?.()]),
+      [sealing, witnessed, missingTile] = (await Promise.race([
+        Promise.all([sealingStatus(db, sealStallMs), witnessing?.(), missingEdgeTile(db)]),
         new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('readiness probe timed out')), READY_TIMEOUT_MS))),
-      ])) as [SealingStatus, WitnessingHealth | undefined];
+      ])) as [SealingStatus, WitnessingHealth | undefined, string | undefined];
     } catch {
       throw unavailable();
     } finally {
       clearTimeout(timer);
     }
     const stale = witnessed?.stale === true;
-    if (!sealing.stalled && !stale) return { status: 'ready', database: db.kind };
+    if (!sealing.stalled && !stale && missingTile === undefined) return { status: 'ready', database: db.kind };
     return {
       status: 'degraded',
       database: db.kind,
@@ -67,6 +71,7 @@ export function registerHealth(app: FastifyInstance, db: Database, sealStallMs: 
           }
         : {}),
       ...(stale ? { witnessing: witnessed } : {}),
+      ...(missingTile !== undefined ? { tree: { missing_tile: missingTile } } : {}),
     };
   });
 }

@@ -31,7 +31,7 @@ export interface paths {
         };
         /**
          * The database answers (503 while it does not); "degraded" when the audit log has stopped being sealed or witnessed
-         * @description Answers 200 once the database answers (within 2 s), 503 while it does not. `status` is `degraded` (still 200) when committed audit records have waited longer than AUDIT_SEAL_STALL_MS for their seal and no seal was made meanwhile: `sealing` names the first record waiting, and the service's log says why sealing stopped. With a witness policy (AUDIT_WITNESS_POLICY), also `degraded` when a checkpoint has waited longer than AUDIT_WITNESS_MAX_AGE_MS for a witnessed one as new (the newest witnessed checkpoint is that old): `witnessing` says which is the newest witnessed checkpoint and since when a newer one waits (GET /api/v1/audit-logs/witnesses says why). Not under /api: no rate limit and no authentication, so orchestrators can poll it.
+         * @description Answers 200 once the database answers (within 2 s), 503 while it does not. `status` is `degraded` (still 200) when committed audit records have waited longer than AUDIT_SEAL_STALL_MS for their seal and no seal was made meanwhile: `sealing` names the first record waiting, and the service's log says why sealing stopped. With a witness policy (AUDIT_WITNESS_POLICY), also `degraded` when a checkpoint has waited longer than AUDIT_WITNESS_MAX_AGE_MS for a witnessed one as new (the newest witnessed checkpoint is that old): `witnessing` says which is the newest witnessed checkpoint and since when a newer one waits (GET /api/v1/audit-logs/witnesses says why). Also `degraded` when the stored tree lacks a tile at its right edge (changed behind the service's back): `tree.missing_tile` names it; the sealer cannot extend the tree and proofs through it are refused until it is restored (GET /api/v1/audit-logs/verify names it too). Not under /api: no rate limit and no authentication, so orchestrators can poll it.
          */
         get: operations["getReadiness"];
         put?: never;
@@ -695,7 +695,7 @@ export interface paths {
         };
         /**
          * Verify the audit log against its signed checkpoints (ADMIN)
-         * @description Recomputes every sealed record's RFC 6962 leaf, rebuilds the tree, holds every stored tile to the tile the records make, and checks every signed checkpoint on the way; the newest must verify under this service's key. It also finds a record sealed twice, one the sealer took but never sealed, and a sealer that stopped (records waiting longer than AUDIT_SEAL_STALL_MS). `ok: false` names the first bad record (`first_bad_id`), or the first bad stored tile (`first_bad_tile`), or the first record waiting (`first_unsealed_id`), and the problem. Reads in chunks: on a large log this takes seconds (about 100,000 records a second). At most MAX_CONCURRENT_AUDIT_SCANS exports and verifications (default 2) run at once on an instance: one more is refused with 429 RATE_LIMITED and Retry-After (5 s) rather than queued, so that no administrator starves the other users. A verification holds its slot until it ends, even when its client has gone. HEAD answers the headers only, without verifying.
+         * @description Recomputes every sealed record's RFC 6962 leaf, rebuilds the tree, holds every stored tile to the tile the records make, and checks every signed checkpoint on the way; the newest must verify under this service's key. It also finds a record sealed twice, and one the sealer took but never sealed. `ok` is about integrity: `ok: false` names the first bad record (`first_bad_id`) or the first bad stored tile (`first_bad_tile`), and the problem (`problem`). What could not be checked is said apart, in `not_checked`, and never makes `ok` false: when sealing has stopped (records waiting longer than AUDIT_SEAL_STALL_MS with no seal made meanwhile; `/health/ready` answers `degraded`), the records waiting have nothing to be checked against yet, so the answer is `ok: true` when everything before them verified, with `first_unsealed_id` and a `not_checked` entry (reason `sealing_stopped`) naming the first of them. Reads in chunks: on a large log this takes seconds (about 100,000 records a second). At most MAX_CONCURRENT_AUDIT_SCANS exports and verifications (default 2) run at once on an instance: one more is refused with 429 RATE_LIMITED and Retry-After (5 s) rather than queued, so that no administrator starves the other users. A verification holds its slot until it ends, even when its client has gone. HEAD answers the headers only, without verifying.
          */
         get: operations["verifyAuditLog"];
         put?: never;
@@ -1069,6 +1069,32 @@ export interface components {
             };
         };
         /**
+         * AuditNotChecked
+         * @description A check that could not be made, and why. Nothing in it was found wrong: it is not a failure
+         * @example {
+         *       "reason": "sealing_stopped",
+         *       "what": "record 1043 and those after it",
+         *       "why": "committed but not sealed (sealing has stopped: record 1043 committed 75 s ago and is not sealed, and nothing was sealed for 80 s (the service's log says why))",
+         *       "first_unsealed_id": 1043
+         *     }
+         */
+        AuditNotChecked: {
+            /**
+             * @description Why, as a code. `sealing_stopped`: these records committed but were not sealed, and no seal was made for longer than AUDIT_SEAL_STALL_MS, so there is nothing to check them against yet; `/health/ready` answers `degraded` meanwhile. More reasons may be added: treat one you do not know as not checked, never as failed
+             * @enum {string}
+             */
+            reason: "sealing_stopped";
+            /** @description What was not checked, in words: `record 1043 and those after it` */
+            what: string;
+            /** @description Why, in words: for `sealing_stopped`, how long the first record has waited and since when nothing was sealed */
+            why: string;
+            /**
+             * Format: int64
+             * @description `sealing_stopped`: the first committed record still waiting for its seal; it and those after it were not checked
+             */
+            first_unsealed_id?: number;
+        };
+        /**
          * AuditPublicKey
          * @example {
          *       "key_id": "audit-2026",
@@ -1270,10 +1296,20 @@ export interface components {
          *         "tree_size": 1042,
          *         "root_hash": "n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg="
          *       },
-         *       "personal_values_checked": 12
+         *       "personal_values_checked": 12,
+         *       "first_unsealed_id": 1043,
+         *       "not_checked": [
+         *         {
+         *           "reason": "sealing_stopped",
+         *           "what": "record 1043 and those after it",
+         *           "why": "committed but not sealed (sealing has stopped: record 1043 committed 75 s ago and is not sealed, and nothing was sealed for 80 s (the service's log says why))",
+         *           "first_unsealed_id": 1043
+         *         }
+         *       ]
          *     }
          */
         AuditVerifyReport: {
+            /** @description Integrity: true when nothing that was checked was found wrong; false when something was (`problem` says what). What could not be checked (`not_checked`) never makes it false: alert on `ok: false` for tampering, and on `not_checked` (or `/health/ready` answering `degraded`) for sealing that stopped */
             ok: boolean;
             /** Format: int64 */
             records_checked: number;
@@ -1305,11 +1341,13 @@ export interface components {
             first_bad_tile?: string;
             /**
              * Format: int64
-             * @description Sealing has stopped: the first committed record still waiting for its seal
+             * @description Sealing has stopped: the first committed record still waiting for its seal, the one `/health/ready` names. It and those after it were not checked (the `not_checked` entry with reason `sealing_stopped` says why). With `ok: true` when nothing checked was found wrong (an answer that was `ok: false`, with the stall in `problem`, before `not_checked` was added), with `ok: false` beside a real problem
              */
             first_unsealed_id?: number;
-            /** @description What was found, in words */
+            /** @description What was found wrong, in words (`ok: false` only). Never what could not be checked: that is `not_checked` */
             problem?: string;
+            /** @description What could not be checked, and why; absent when everything was. Said beside `ok: true`, or beside the problem of an `ok: false` */
+            not_checked?: components["schemas"]["AuditNotChecked"][];
         };
         /**
          * AuditWitnesses
@@ -2710,6 +2748,9 @@ export interface operations {
                             unwitnessed_since: string | null;
                             /** Format: int64 */
                             unwitnessed_seconds: number;
+                        };
+                        tree?: {
+                            missing_tile: string;
                         };
                     };
                 };
@@ -5494,7 +5535,16 @@ export interface operations {
                      *         "tree_size": 1042,
                      *         "root_hash": "n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg="
                      *       },
-                     *       "personal_values_checked": 12
+                     *       "personal_values_checked": 12,
+                     *       "first_unsealed_id": 1043,
+                     *       "not_checked": [
+                     *         {
+                     *           "reason": "sealing_stopped",
+                     *           "what": "record 1043 and those after it",
+                     *           "why": "committed but not sealed (sealing has stopped: record 1043 committed 75 s ago and is not sealed, and nothing was sealed for 80 s (the service's log says why))",
+                     *           "first_unsealed_id": 1043
+                     *         }
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["AuditVerifyReport"];

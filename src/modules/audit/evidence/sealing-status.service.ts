@@ -7,6 +7,7 @@ import { nextPair } from '../../../db/commit-order.js';
 import type { Queryable } from '../../../db/database.js';
 import { committedRecords, lastSealBatch } from './evidence.repository.js';
 import { sealingAges, waitingWork } from './sealing-status.repository.js';
+import { MissingTile, storedEdge } from './tile.store.js';
 
 /** How long records may wait, with no seal made meanwhile, before sealing counts as stopped (AUDIT_SEAL_STALL_MS). */
 export const DEFAULT_SEAL_STALL_MS = 60_000;
@@ -27,6 +28,24 @@ export async function sealingStatus(q: Queryable, stallMs: number): Promise<Seal
   const waitingMs = Math.max(0, ages.waiting_ms);
   const sinceSealMs = ages.since_seal_ms === null ? undefined : Math.max(0, ages.since_seal_ms);
   return { stalled: waitingMs > stallMs && (sinceSealMs === undefined || sinceSealMs > stallMs), waiting: { id: first.id, ms: waitingMs }, ...(sinceSealMs !== undefined ? { sinceSealMs } : {}) };
+}
+
+/**
+ * A tile that the stored tree's right edge lacks, as the sealer would find it (tile.store.ts,
+ * storedEdge): the sealer cannot extend the tree, and proofs through the edge are refused, even
+ * while no record waits to show it. Undefined when the edge is whole (or nothing is sealed).
+ * One read of a few tiles: cheap enough for every readiness probe.
+ */
+export async function missingEdgeTile(q: Queryable): Promise<string | undefined> {
+  const size = (await lastSealBatch(q))?.next_seq ?? 0;
+  if (size === 0) return undefined;
+  try {
+    await storedEdge(q, size);
+    return undefined;
+  } catch (err) {
+    if (err instanceof MissingTile) return err.message;
+    throw err;
+  }
 }
 
 export interface SealingBacklog {
