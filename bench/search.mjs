@@ -250,6 +250,54 @@ export async function measureSearch(base, token, qs, runs) {
   return rows;
 }
 
+/**
+ * The console's activity counts (GET /audit-logs/stats, docs/audit-search.md "Activity counts"):
+ * p50 and p99 over HTTP of the windows the console asks for, `runs` requests one at a time after
+ * five that warm up. The seed's records rise over the year up to its newest, so "the last 30
+ * days" is the window the console opens with (no `q`: the default 30 days, a bar a day).
+ */
+export async function measureStats(base, token, url, runs) {
+  const { busy, newest } = await withClient(url, async (c) => ({
+    busy: (await c.query('SELECT actor_id AS id FROM audit_log WHERE actor_id IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC LIMIT 1')).rows[0].id,
+    newest: (await c.query('SELECT max("timestamp") AS t FROM audit_log')).rows[0].t,
+  }));
+  const to = new Date(new Date(newest).getTime() + 1000).toISOString();
+  const from = new Date(new Date(to).getTime() - 30 * 86_400_000).toISOString();
+  const window = `from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`;
+  const asked = [
+    { label: '30 days, a bar a day', query: window },
+    { label: '30 days, a bar an hour', query: `${window}&interval=hour` },
+    { label: '30 days, `action:CREATE_TASK`', query: `${window}&q=${encodeURIComponent('action:CREATE_TASK')}` },
+    { label: '30 days, `actor:<the busiest>`', query: `${window}&q=${encodeURIComponent(`actor:${busy}`)}` },
+    { label: '30 days, `-result:SUCCESS`', query: `${window}&q=${encodeURIComponent('-result:SUCCESS')}` },
+  ];
+  const rows = [];
+  for (const { label, query } of asked) {
+    const times = [];
+    let total = 0;
+    for (let i = 0; i < runs + 5; i++) {
+      const t0 = performance.now();
+      const res = await fetch(`${base}/api/v1/audit-logs/stats?${query}`, { headers: { authorization: `Bearer ${token}` } });
+      const body = await res.json();
+      if (res.status !== 200) throw new Error(`stats ${label}: ${res.status} ${JSON.stringify(body)}`);
+      if (i >= 5) times.push(performance.now() - t0);
+      total = body.total;
+    }
+    times.sort((a, b) => a - b);
+    rows.push({ label, records: total, p50: percentile(times, 50), p99: percentile(times, 99) });
+  }
+  return rows;
+}
+
+/** The Markdown table of measureStats's rows. */
+export function statsTable(rows) {
+  return [
+    '| window | records counted | HTTP p50 ms | HTTP p99 ms |',
+    '| --- | ---: | ---: | ---: |',
+    ...rows.map((r) => `| ${r.label} | ${r.records.toLocaleString('en')} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} |`),
+  ].join('\n');
+}
+
 /** The Markdown table of measureSearch's rows beside explainSearch's figures. */
 export function searchTable(rows, explained) {
   return [
@@ -276,10 +324,15 @@ async function main() {
     const token = await login(base, ADMIN.email, ADMIN.password);
     const rows = await measureSearch(base, token, qs, RUNS);
     const explained = await explainSearch(DB_URL, qs);
+    const stats = await measureStats(base, token, DB_URL, Math.min(RUNS, 50));
     const lines = [
       `Audit search, ${RUNS} requests per query at one connection (limit=20, first page), on ${DB_URL.replace(/\/\/[^@]*@/, '//')}`,
       '',
       searchTable(rows, explained),
+      '',
+      'Activity counts (GET /audit-logs/stats), one request at a time:',
+      '',
+      statsTable(stats),
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
   } finally {

@@ -305,7 +305,8 @@ describe('runs submitted together', () => {
     proxied.port = String(await proxy.start());
     const db = createPostgresDatabase({ url: proxied.toString(), poolSize: 4, role: APP_ROLE, onError: () => {} });
     try {
-      const run = createRunner(db, runnerStore(createAuditWriter(Buffer.alloc(32, 1))), commits);
+      // Two writers: the first two runs go alone, one each, and the four queued meanwhile share a batch.
+      const run = createRunner(db, runnerStore(createAuditWriter(Buffer.alloc(32, 1))), commits, { ...DEFAULT_BATCHING, writers: 2 });
       const ctxs = await callers(6);
       let reached!: () => void;
       const atGate = new Promise<void>((resolve) => (reached = resolve));

@@ -26,7 +26,7 @@
 import type { RequestContext } from '../context.js';
 import type { Database } from '../db/database.js';
 import { pgErrorCode } from '../db/database.js';
-import { Batcher, DEFAULT_BATCHING, type BatchSettings, type RunnerParts } from './batch.js';
+import { Batcher, batchingFor, type BatchSettings, type RunnerParts } from './batch.js';
 import type { CommitSignal } from '../background/commit-signal.js';
 import type { RunnerStore } from './ports.js';
 import { CommittedFailure, Refusal, Work, lostRaceOr, type CallerRow, type RunOptions, type Run, type UseCase, type UseCaseBody } from './unit-of-work.js';
@@ -80,7 +80,7 @@ export async function runAlone<T>({ db, store, commits }: RunnerParts, ctx: Requ
  * `store`: what runs lock and write through (runtime.ts, runnerStore). `commits` is told after every
  * commit that carried a record or events (the relay and the sealer take them).
  */
-export function createRunner(db: Database, store: RunnerStore, commits: CommitSignal, batching: BatchSettings = DEFAULT_BATCHING): Run {
+export function createRunner(db: Database, store: RunnerStore, commits: CommitSignal, batching: BatchSettings = batchingFor(db.kind)): Run {
   const parts: RunnerParts = { db, store, commits };
   const batcher = new Batcher(parts, batching, (ctx, uc, body) => runAlone(parts, ctx, uc, body));
   return function run<T>(ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, opts: RunOptions = {}): Promise<T> {
