@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { MAX_BUCKETS } from '../src/modules/audit/audit-stats.service.js';
+import { MAX_BUCKETS, type AuditStats as Stats } from '../src/modules/audit/audit-stats.service.js';
 import { withoutUrlCredentials } from '../src/modules/audit/evidence/witnessing.service.js';
 import { cosigner, formatCosignatureVerifierKey } from '../src/tlog/cosignature.js';
 import { settled } from './helpers/audit-log.js';
@@ -28,16 +28,6 @@ const h = useTestServer({ env: { AUDIT_CHECKPOINT_INTERVAL_MS: '200' } });
 let alice: Session;
 
 const API = '/api/v1/audit-logs';
-
-interface Stats {
-  interval: 'hour' | 'day';
-  from: string;
-  to: string;
-  buckets: Array<{ start: string; count: number }>;
-  top_actions: Array<{ action: string; count: number }>;
-  top_actors: Array<{ actor_id: number | null; email: string | null; name: string | null; count: number }>;
-  total: number;
-}
 
 /**
  * What every answer must be: under 500; an error is problem+json with a status, a code, a detail

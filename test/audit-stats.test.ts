@@ -12,6 +12,7 @@ import { Client, assertProblem, randomIp, type Session } from './helpers/client.
 import { allPages, createProject, createTask, type AuditRecordBody } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD } from './helpers/server.js';
+import type { AuditStats as Stats } from '../src/modules/audit/audit-stats.service.js';
 
 const h = useTestServer();
 let alice: Session;
@@ -66,16 +67,6 @@ h.before(async () => {
     }
   });
 });
-
-interface Stats {
-  interval: 'hour' | 'day';
-  from: string;
-  to: string;
-  buckets: Array<{ start: string; count: number }>;
-  top_actions: Array<{ action: string; count: number }>;
-  top_actors: Array<{ actor_id: number | null; email: string | null; name: string | null; count: number }>;
-  total: number;
-}
 
 async function stats(query: string, as: Session = h.admin): Promise<Stats> {
   const res = await as.client.get<Stats>(`/api/v1/audit-logs/stats?${query}`, { token: as.token });
