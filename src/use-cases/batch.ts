@@ -59,7 +59,8 @@ export const DEFAULT_BATCHING: BatchSettings = { writers: 2, maxBatch: 32, maxQu
  * The batching a database gets. On PostgreSQL a batch spends most of its time waiting for its
  * round trips and its commit's flush, not computing, so four batches in flight keep the cores
  * busier than two: POST /tasks at 50 connections, three alternated pairs of quick runs, 1.26×
- * the bare app (median of nine rounds) against 1.10× with two (docs/performance.md). PGlite
+ * the bare app (median of nine rounds) against 1.10× with two; eight made batches half as large
+ * and cost PostgreSQL a quarter more CPU a request, 0.88–0.97× (docs/performance.md). PGlite
  * has one connection: a batch formed while another holds it only waits, smaller than it would
  * have grown.
  */
