@@ -233,21 +233,29 @@ export async function measureSearch(base, token, qs, runs) {
     for (const q of qs) await (await fetch(`${base}/api/v1/audit-logs?limit=20&q=${encodeURIComponent(q)}`, { headers: { authorization: `Bearer ${token}` } })).arrayBuffer();
   }
   for (const q of qs) {
-    const url = `${base}/api/v1/audit-logs?limit=20&q=${encodeURIComponent(q)}`;
-    const times = [];
-    let count = 0;
-    for (let i = 0; i < runs + 10; i++) {
-      const t0 = performance.now();
-      const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
-      const body = await res.json();
-      if (res.status !== 200) throw new Error(`${q}: ${res.status} ${JSON.stringify(body)}`);
-      if (i >= 10) times.push(performance.now() - t0);
-      count = body.data.length;
-    }
-    times.sort((a, b) => a - b);
-    rows.push({ q, rows: count, p50: percentile(times, 50), p99: percentile(times, 99) });
+    const { p50, p99, body } = await timeGets(`${base}/api/v1/audit-logs?limit=20&q=${encodeURIComponent(q)}`, token, runs, 10, q);
+    rows.push({ q, rows: body.data.length, p50, p99 });
   }
   return rows;
+}
+
+/**
+ * `runs` GETs of `url` one at a time (fetch keeps the connection alive) after `warmup` more, each
+ * of which must answer 200 (else it throws, naming `label`): their p50 and p99 in ms, and the
+ * last answer's body.
+ */
+async function timeGets(url, token, runs, warmup, label) {
+  const times = [];
+  let body;
+  for (let i = 0; i < runs + warmup; i++) {
+    const t0 = performance.now();
+    const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+    body = await res.json();
+    if (res.status !== 200) throw new Error(`${label}: ${res.status} ${JSON.stringify(body)}`);
+    if (i >= warmup) times.push(performance.now() - t0);
+  }
+  times.sort((a, b) => a - b);
+  return { p50: percentile(times, 50), p99: percentile(times, 99), body };
 }
 
 /**
@@ -273,18 +281,8 @@ export async function measureStats(base, token, url, runs) {
   ];
   const rows = [];
   for (const { label, query } of asked) {
-    const times = [];
-    let total = 0;
-    for (let i = 0; i < runs + 5; i++) {
-      const t0 = performance.now();
-      const res = await fetch(`${base}/api/v1/audit-logs/stats?${query}`, { headers: { authorization: `Bearer ${token}` } });
-      const body = await res.json();
-      if (res.status !== 200) throw new Error(`stats ${label}: ${res.status} ${JSON.stringify(body)}`);
-      if (i >= 5) times.push(performance.now() - t0);
-      total = body.total;
-    }
-    times.sort((a, b) => a - b);
-    rows.push({ label, records: total, p50: percentile(times, 50), p99: percentile(times, 99) });
+    const { p50, p99, body } = await timeGets(`${base}/api/v1/audit-logs/stats?${query}`, token, runs, 5, `stats ${label}`);
+    rows.push({ label, records: body.total, p50, p99 });
   }
   return rows;
 }
