@@ -7,6 +7,7 @@ import { Client, type Session } from './helpers/client.js';
 import { createTask, team, type PageBody, type TaskBody } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
 import { PageCache } from '../src/http/page-cache.js';
+import { SNAPSHOT } from '../src/db/read-snapshot.js';
 
 const h = useTestServer();
 
@@ -62,7 +63,7 @@ describe('a list page answered from its copy', () => {
     // kept from its second read on: the read before the loop is its first).
     const query = `project_id=${projectId}&limit=3`;
     const first = await page(member, query);
-    const clusterSnapshot = async () => (await h.server.owner.query<{ s: string }>('SELECT pg_current_snapshot()::text AS s'))[0]!.s;
+    const clusterSnapshot = async () => (await h.server.owner.query<{ s: string }>(`SELECT ${SNAPSHOT} AS s`))[0]!.s;
     for (let attempt = 0; attempt < 200; attempt++) {
       const before = await copiesServed();
       const from = await clusterSnapshot();
