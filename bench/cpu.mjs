@@ -8,9 +8,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 export const CLOCK_TICKS = Number(execSync('getconf CLK_TCK').toString().trim()) || 100;
 
 /** CPU time (user + system) a process has used so far, in µs; 0 once it has gone. */
-export function cpuMicros(pid) {
+export function cpuMicros(pid, thread) {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
   } catch {
@@ -48,6 +48,24 @@ export function postgresCpuSince(before, database) {
 
 /** CPU time used from now on by a server process and by its database's PostgreSQL processes: `since()` answers both, in µs. */
 export function cpuMeter(pid, database) {
-  const before = { server: cpuMicros(pid), db: postgresCpu(database) };
-  return { since: () => ({ server: cpuMicros(pid) - before.server, db: postgresCpuSince(before.db, database) }) };
+  // The main thread's share of the server's: its event loop is the one thread a request must pass.
+  const before = { server: cpuMicros(pid), main: cpuMicros(pid, pid), db: postgresCpu(database) };
+  return { since: () => ({ server: cpuMicros(pid) - before.server, main: cpuMicros(pid, pid) - before.main, db: postgresCpuSince(before.db, database) }) };
+}
+
+/** The whole machine's busy share (every core, every process) from now on: `busy()` answers 0–1. */
+export function machineMeter() {
+  const read = () => {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number);
+    const idle = fields[3] + (fields[4] ?? 0); // idle + iowait
+    return { idle, total: fields.reduce((a, b) => a + b, 0) };
+  };
+  const before = read();
+  return {
+    busy: () => {
+      const now = read();
+      const total = now.total - before.total;
+      return total > 0 ? Math.round((1 - (now.idle - before.idle) / total) * 1000) / 1000 : null;
+    },
+  };
 }

@@ -21,7 +21,7 @@ import path from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { auditEvidenceBench, auditEvidenceMarkdown, waitSealed, waitSealedHttp } from './audit-evidence.mjs';
-import { cpuMeter as meterCpu } from './cpu.mjs';
+import { cpuMeter as meterCpu, machineMeter } from './cpu.mjs';
 import { scanImpactBench } from './scan-impact.mjs';
 import { MALLOC_ENV, login, rssSampler, startProcess, stop, withClient } from './lib.mjs';
 import { explainSearch, measureSearch, measureStats, searchQueries, searchTable, seedSearchDatabase, statsTable, worstSearchP99 } from './search.mjs';
@@ -339,8 +339,12 @@ async function measure(server, spec, duration, connections = CONNECTIONS) {
   if (spec.setup) request.setupRequest = spec.setup;
   const opts = { url: `http://127.0.0.1:${server.port}`, connections, duration, requests: [request] };
   const cpu = cpuMeter(server.child.pid, server.db?.name);
+  const machine = machineMeter();
+  const loadgen = process.cpuUsage();
   const result = await autocannon(opts);
   const used = cpu.since();
+  const loadgenUsed = process.cpuUsage(loadgen);
+  const busy = machine.busy();
   const total = result.requests.total;
   const perRequest = (micros) => (total > 0 ? Math.round(micros / total) : null);
   return {
@@ -352,7 +356,9 @@ async function measure(server, spec, duration, connections = CONNECTIONS) {
     total,
     // Sent includes the requests in flight when the run stopped, which the server still completes.
     sent: result.requests.sent,
-    cpu_us_per_request: { server: perRequest(used.server), db: perRequest(used.db) },
+    cpu_us_per_request: { server: perRequest(used.server), server_main_thread: perRequest(used.main), db: perRequest(used.db), load_generator: perRequest(loadgenUsed.user + loadgenUsed.system) },
+    // The share of both cores busy meanwhile (all processes): below 1, the run was not CPU-bound.
+    machine_busy: busy,
   };
 }
 
@@ -580,6 +586,21 @@ function cpuTable(rows) {
   return lines.join('\n');
 }
 
+/** The main thread's and the load generator's CPU per request, and how busy the machine was, for Teamlog's and the bare app's runs. */
+function coresTable(rows) {
+  const lines = [
+    '| scenario | Teamlog main thread µs | load generator µs | both cores busy | bare app server µs | load generator µs | both cores busy |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  const busy = (m) => (typeof m?.machine_busy === 'number' ? `${Math.round(m.machine_busy * 100)}%` : '—');
+  for (const r of rows) {
+    const t = r.teamlog?.cpu_us_per_request;
+    const b = r.bare?.bare?.cpu_us_per_request;
+    lines.push(`| ${r.scenario} | ${t?.server_main_thread ?? '—'} | ${t?.load_generator ?? '—'} | ${busy(r.teamlog)} | ${b?.server ?? '—'} | ${b?.load_generator ?? '—'} | ${busy(r.bare?.bare)} |`);
+  }
+  return lines.join('\n');
+}
+
 /** What a request writes, for each server of each write scenario (their median pairs' runs). */
 function writeCostTable(rows) {
   const lines = [
@@ -800,6 +821,10 @@ async function main() {
     'CPU time spent during each row\'s measured run by the server process and by the PostgreSQL processes, per request (the load generator is not counted). It moves far less with the VM\'s drift than requests per second do.',
     '',
     cpuTable(pgRows),
+    '',
+    'Where the two cores went in the same runs: the Teamlog server\'s main thread (its event loop, which every request passes; the rest of the process is its worker threads: the audit sealer\'s on PostgreSQL, the scans\', the garbage collector\'s helpers), the load generator (autocannon, in the benchmark\'s own process), and the share of both cores busy with anything meanwhile. Below 100%, a run was not bound by the CPU but by waits (round trips, commits).',
+    '',
+    coresTable(pgRows),
     '',
     '### Write cost per request (server mode)',
     '',
