@@ -1,4 +1,5 @@
-// The audit log's background work on this instance: the sealer, the checkpointer and, with
+// The audit log's background work on this instance: the sealer, the checkpointer (on PostgreSQL
+// in a worker thread of their own, sealing.thread.ts) and, with
 // AUDIT_WEBHOOK_URL set, the webhook that streams sealed records and checkpoints out; started
 // once the app is ready and stopped before the database closes. Every instance runs them; the
 // sealer's advisory lock and the webhook's lease make one instance do each at a time
@@ -11,6 +12,7 @@ import type { Deps } from '../deps.js';
 import { auditWebhookMetrics, auditWitnessMetrics } from './metrics.js';
 import type { EvidenceService } from '../modules/audit/evidence/evidence.service.js';
 import { createSealing } from '../modules/audit/evidence/evidence.sealer.js';
+import { sealingInThread, type SealingControl } from '../modules/audit/evidence/sealing.thread.js';
 import { createAuditWebhook, receiverOf, type AuditWebhook } from '../modules/audit/evidence/webhook.sender.js';
 import { webhookLag } from '../modules/audit/evidence/webhook.repository.js';
 import { requirePolicyNamesLog, WitnessSubmitter } from '../modules/audit/evidence/witness.submitter.js';
@@ -53,8 +55,7 @@ export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: E
           onOutcome: (witness, outcome) => countSubmission?.inc({ witness, outcome }),
         })
       : undefined;
-    const sealing = createSealing({
-      db: deps.db,
+    const sealingOptions = {
       identity,
       checkpointIntervalMs: deps.config.auditCheckpointIntervalMs,
       log: deps.log,
@@ -63,7 +64,10 @@ export function attachAuditWorkers(app: FastifyInstance, deps: Deps, evidence: E
         webhook?.wake();
         witnesses?.wake();
       },
-    });
+    };
+    // On PostgreSQL in a thread of its own, off the requests' event loop (sealing.thread.ts).
+    const access = deps.db.threadAccess;
+    const sealing: SealingControl = access ? sealingInThread({ ...sealingOptions, access }) : createSealing({ ...sealingOptions, db: deps.db });
     const unsubscribe = deps.commits.onCommitted((c) => {
       if (c.audited) sealing.wake();
     });
