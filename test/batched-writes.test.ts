@@ -166,6 +166,20 @@ describe('runs submitted together', () => {
     for (const i of [0, 1, 2, 4, 5]) assert.deepEqual(seen[i]!.records, [`SUCCESS CREATE_TASK ${200 + i}`]);
   });
 
+  test('the batch\'s records statement failing (it goes with COMMIT) commits nothing of the batch: each run goes again alone, and only the run whose record cannot be written fails', async () => {
+    const run = runner();
+    const ctxs = await callers(6);
+    // audit_log_bounded: a request id of at most 128 characters; this run's record breaks it.
+    ctxs[4] = { ...ctxs[4]!, requestId: `batch-${randomUUID()}-${'x'.repeat(130)}` };
+    const settled = await Promise.allSettled(ctxs.map((ctx, i) => run(ctx, BATCHED, (uow) => audited(uow, 400 + i))));
+    assert.deepEqual(settled.map((s) => s.status), ['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+    assert.match(String((settled[4] as PromiseRejectedResult).reason), /audit_log_bounded/);
+    const seen = await Promise.all(ctxs.map(left));
+    assert.deepEqual(seen.map((s) => s.changes), [1, 1, 1, 1, 0, 1], 'the failed run\'s change rolled back with its record');
+    for (const i of [0, 1, 2, 3, 5]) assert.deepEqual(seen[i]!.records, [`SUCCESS CREATE_TASK ${400 + i}`], `run ${i}: exactly one record`);
+    assert.deepEqual(seen[4]!.records, []);
+  });
+
   test('a run that fails after writing rolls its batch back: its change is gone, the others commit', async () => {
     const run = runner();
     const ctxs = await callers(6);
