@@ -34,6 +34,10 @@ function counted(db: Database) {
     });
   const wrapped: Database = new Proxy(db, {
     get(target, key) {
+      // No access for threads: on PostgreSQL the sealer would otherwise run in a thread of its
+      // own, on connections this proxy never sees (sealing.thread.ts). Its wakes are the same
+      // code there (evidence.sealer.ts); test/sealing-thread.test.ts covers the thread itself.
+      if (key === 'threadAccess') return undefined;
       if (key === 'query') return (sql: string, params?: readonly unknown[], o?: never) => watch(sql, () => target.query(sql, params, o));
       if (key === 'transaction') return (fn: (tx: Tx) => Promise<unknown>, o?: never) => target.transaction((tx) => fn(watchTx(tx)), o);
       const value = Reflect.get(target, key) as unknown;
