@@ -528,6 +528,9 @@ test('the audit console reads like a story: names and sentences, filter controls
     await page.getByLabel('Result', { exact: true }).selectOption('DENIED');
     await queryIs(page, `${userQuery()} result:DENIED`);
     await waitForRows(page, []);
+    // The control shows the query's result before it is set back: an empty table may be one still
+    // loading, and choosing "Any result" on a control that already reads it changes nothing.
+    await page.waitForFunction(() => document.querySelector<HTMLSelectElement>('#f-result')?.value === 'DENIED', undefined, { timeout: 5000 });
     await page.getByLabel('Result', { exact: true }).selectOption('');
     await queryIs(page, userQuery());
     await page.getByLabel('Time', { exact: true }).selectOption('24h');
