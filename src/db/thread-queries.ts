@@ -56,7 +56,7 @@ export function errorFromWire(wire: WireError): Error {
  * A Uint8Array as a Buffer over the same bytes: what a Buffer becomes once cloned across threads,
  * made a Buffer again, as the code that reads bytea columns expects (toString('base64'), equals).
  */
-const asBuffer = (v: Uint8Array) => Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+export const asBuffer = (v: Uint8Array): Buffer => Buffer.from(v.buffer, v.byteOffset, v.byteLength);
 
 function revive(value: unknown): unknown {
   if (value instanceof Uint8Array) return Buffer.isBuffer(value) ? value : asBuffer(value);

@@ -4,7 +4,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
 import { createPostgresDatabase } from '../../../db/postgres.js';
-import { errorToWire, type WireError } from '../../../db/thread-queries.js';
+import { asBuffer, errorToWire, type WireError } from '../../../db/thread-queries.js';
 import { createSealing } from './evidence.sealer.js';
 import type { LogIdentity } from './log.identity.js';
 import type { FromSealingWorker, SealingWorkerData, ToSealingWorker } from './sealing.thread.js';
@@ -42,7 +42,6 @@ function forwardingLogger(level: string): FastifyBaseLogger {
 }
 
 /** Buffers cross threads as plain Uint8Arrays: the identity's hashes and keys become Buffers again. */
-const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 function identityOf(wire: LogIdentity): LogIdentity {
   return {
     ...wire,
