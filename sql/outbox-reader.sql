@@ -3,35 +3,23 @@
 -- outbox-reader.committedAfterPoint (planned per call)
 WITH s AS (SELECT pg_current_snapshot() AS snap),
   waiting AS MATERIALIZED (SELECT t.id FROM outbox t, s WHERE ((t.xact_id > $1::xid8 AND t.xact_id < $3::xid8) OR (t.xact_id = $1::xid8 AND t.id > $2::bigint)) AND pg_visible_in_snapshot(t.xact_id, s.snap))
-  SELECT t.id, s.snap::text AS batch_snapshot, t.items, (SELECT json_object_agg(a.id::text, json_build_object('id', a.id, 'actor_id', a.actor_id, 'action', a.action, 'resource_type', a.resource_type,
-  'resource_id', a.resource_id, 'timestamp', a."timestamp"::text, 'result', a.result, 'metadata', a.metadata, 'ip', a.ip,
-  'user_agent', a.user_agent, 'request_id', a.request_id)) FROM audit_log a
-     WHERE a.id = ANY (ARRAY(SELECT (i->'payload'->>'id')::bigint FROM json_array_elements(t.items) i WHERE i->>'name' = 'audit-record'))) AS records
+  SELECT t.id, s.snap::text AS batch_snapshot, t.items
     FROM (SELECT id FROM waiting ORDER BY id LIMIT $4) w JOIN outbox t ON t.id = w.id, s
    ORDER BY t.id;
 
 -- outbox-reader.committedAfterSnapshot (planned per call)
 WITH s AS (SELECT pg_current_snapshot() AS snap),
   waiting AS MATERIALIZED (SELECT t.id FROM outbox t, s WHERE (t.xact_id = ANY ($1::xid8[]) OR (t.xact_id >= $2::xid8 AND t.xact_id < $3::xid8)) AND pg_visible_in_snapshot(t.xact_id, s.snap))
-  SELECT t.id, s.snap::text AS batch_snapshot, t.items, (SELECT json_object_agg(a.id::text, json_build_object('id', a.id, 'actor_id', a.actor_id, 'action', a.action, 'resource_type', a.resource_type,
-  'resource_id', a.resource_id, 'timestamp', a."timestamp"::text, 'result', a.result, 'metadata', a.metadata, 'ip', a.ip,
-  'user_agent', a.user_agent, 'request_id', a.request_id)) FROM audit_log a
-     WHERE a.id = ANY (ARRAY(SELECT (i->'payload'->>'id')::bigint FROM json_array_elements(t.items) i WHERE i->>'name' = 'audit-record'))) AS records
+  SELECT t.id, s.snap::text AS batch_snapshot, t.items
     FROM (SELECT id FROM waiting ORDER BY id LIMIT $4) w JOIN outbox t ON t.id = w.id, s
    ORDER BY t.id;
 
 -- outbox-reader.pairAfterPoint (planned per call)
-SELECT t.id, $6::text AS batch_snapshot, t.items, (SELECT json_object_agg(a.id::text, json_build_object('id', a.id, 'actor_id', a.actor_id, 'action', a.action, 'resource_type', a.resource_type,
-  'resource_id', a.resource_id, 'timestamp', a."timestamp"::text, 'result', a.result, 'metadata', a.metadata, 'ip', a.ip,
-  'user_agent', a.user_agent, 'request_id', a.request_id)) FROM audit_log a
-     WHERE a.id = ANY (ARRAY(SELECT (i->'payload'->>'id')::bigint FROM json_array_elements(t.items) i WHERE i->>'name' = 'audit-record'))) AS records FROM outbox t
+SELECT t.id, $6::text AS batch_snapshot, t.items FROM outbox t
    WHERE ((t.xact_id > $1::xid8 AND t.xact_id < $3::xid8) OR (t.xact_id = $1::xid8 AND t.id > $2::bigint)) AND pg_visible_in_snapshot(t.xact_id, $6::pg_snapshot) AND t.id > $4
    ORDER BY t.id LIMIT $5;
 
 -- outbox-reader.pairAfterSnapshot (planned per call)
-SELECT t.id, $6::text AS batch_snapshot, t.items, (SELECT json_object_agg(a.id::text, json_build_object('id', a.id, 'actor_id', a.actor_id, 'action', a.action, 'resource_type', a.resource_type,
-  'resource_id', a.resource_id, 'timestamp', a."timestamp"::text, 'result', a.result, 'metadata', a.metadata, 'ip', a.ip,
-  'user_agent', a.user_agent, 'request_id', a.request_id)) FROM audit_log a
-     WHERE a.id = ANY (ARRAY(SELECT (i->'payload'->>'id')::bigint FROM json_array_elements(t.items) i WHERE i->>'name' = 'audit-record'))) AS records FROM outbox t
+SELECT t.id, $6::text AS batch_snapshot, t.items FROM outbox t
    WHERE (t.xact_id = ANY ($1::xid8[]) OR (t.xact_id >= $2::xid8 AND t.xact_id < $3::xid8)) AND pg_visible_in_snapshot(t.xact_id, $6::pg_snapshot) AND t.id > $4
    ORDER BY t.id LIMIT $5;

@@ -9,9 +9,9 @@ import { describe, test } from 'node:test';
 import { committedReader, nextPair, positionAfter, type PositionColumns } from '../src/db/commit-order.js';
 import type { Queryable } from '../src/db/database.js';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
-import { isoTimestamp } from '../src/db/timestamps.js';
 import { eventsOf, type OutboxEvent } from '../src/modules/outbox/outbox.events.js';
 import { addEvents, committedOutbox } from '../src/modules/outbox/outbox.repository.js';
+import { packetsFor } from '../src/realtime/delivery.js';
 import { eventsNamed, type StoredEvent } from './helpers/factories.js';
 import { useTestDatabase } from './helpers/harness.js';
 import { needsPostgres, type TestDatabase } from './helpers/server.js';
@@ -207,7 +207,7 @@ describe('events sent with an audit record', () => {
       [requestId],
     );
 
-  test('are written with the record in one row, in the given order, then the record\'s own /admin event naming it; read, it carries the record', async () => {
+  test('are written with the record in one row, in the given order, then the record\'s own /admin event naming it; delivered, it carries the record', async () => {
     const name = `test-${randomUUID()}`;
     const requestId = randomUUID();
     const xact = await h.database.db.transaction(async (tx) => {
@@ -227,16 +227,22 @@ describe('events sent with an audit record', () => {
     );
     assert.equal(own.length, 1);
     assert.deepEqual([own[0]!.row_id, own[0]!.position, own[0]!.room, own[0]!.payload], [changes[0]!.row_id, 3, 'admin', { id: record!.id }], 'written naming the record: not a copy of it');
-    // As the relay reads it: the record's event carries the record.
+    // As the relay reads it: the record's event still names the record, and reads nothing more.
     const [row] = (await committedOutbox.next(h.database.db, { after_snapshot: null, after_xact: xact, after_id: own[0]!.row_id - 1, snapshot: null, through_id: null }, 1)).rows;
     const read = eventsOf(row!);
     assert.deepEqual(read.slice(0, 2).map((e) => e.payload.n), [1, 2]);
-    const { timestamp, ...rest } = read[2]!.payload;
+    assert.deepEqual(read[2], { name: 'audit-record', room: 'admin', payload: { id: record!.id } });
+    // As delivery sends it, for a socket in its room: it carries the record. Not needed: not read.
+    const numbered = read.map((e, i) => ({ ...e, event_id: 1_000 + i }));
+    assert.equal((await packetsFor(numbered, h.database.db, () => false)).has(1_002), false);
+    const packet = (await packetsFor(numbered, h.database.db)).get(1_002)!;
+    const { timestamp, ...rest } = packet;
     assert.deepEqual(rest, {
       id: record!.id, actor_id: null, action: 'DELETE_TASK', resource_type: 'TASK', resource_id: 1, result: 'SUCCESS',
-      metadata: { title: 'x' }, ip: '127.0.0.1', user_agent: 'outbox-test', request_id: requestId,
+      metadata: { title: 'x' }, ip: '127.0.0.1', user_agent: 'outbox-test', request_id: requestId, event_id: 1_002,
     });
-    assert.equal(isoTimestamp(String(timestamp)), record!.timestamp);
+    assert.equal(await packetsFor([{ ...numbered[2]!, payload: { id: record!.id + 1_000_000 } }], h.database.db).then((p) => p.get(1_002)), null, 'a record that is gone: nothing to send');
+    assert.equal(timestamp, record!.timestamp);
   });
 
   test('leave neither the record nor the events when the transaction fails after them', async () => {

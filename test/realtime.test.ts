@@ -386,6 +386,36 @@ describe('replay', () => {
     assert.equal(replayed.action, 'CREATE_PROJECT');
     closeAll();
   });
+
+  test('/admin: an admin who connects while a batch of records is on its way gets them, records included', async () => {
+    // Delivery reads a record only for a room with a socket of this instance in it: here none,
+    // while the batch is read and packed; the admin joins before it is sent.
+    closeAll();
+    await sleep(200); // the server has seen the earlier /admin sockets go
+    let holding!: () => void;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (holding = resolve));
+    const released = new Promise<void>((resolve) => (release = resolve));
+    deliveryPause.beforeSend = async (events) => {
+      if (!events.some((e) => e.name === 'audit-record')) return;
+      deliveryPause.beforeSend = undefined;
+      holding();
+      await released;
+    };
+    try {
+      const project = await createProject(h.admin);
+      await held;
+      const admin = await socketOf(h.admin, { namespace: '/admin' });
+      release();
+      const record = (await admin.rec.waitFor((e) => e.name === 'audit-record' && e.payload.resource_id === project.id)).payload;
+      assert.deepEqual([record.action, record.resource_type, record.result, record.actor_id], ['CREATE_PROJECT', 'PROJECT', 'SUCCESS', h.admin.id]);
+      assert.equal(typeof record.timestamp, 'string');
+    } finally {
+      deliveryPause.beforeSend = undefined;
+      release();
+      closeAll();
+    }
+  });
 });
 
 describe('commit order', () => {

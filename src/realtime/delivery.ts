@@ -10,6 +10,7 @@ import { resolvePersonalData } from '../modules/audit/audit.service.js';
 import { RECORD_EVENT, type NumberedEvent } from '../modules/outbox/outbox.events.js';
 import { emitLagOf } from '../ops/metrics.js';
 import { batchAges } from './delivery.repository.js';
+import { recordsByIds } from '../modules/outbox/outbox.repository.js';
 import type { RelayedEvent } from './relay.js';
 import { REPLAYABLE, projectRoom, sessionRoom, userRoom, type RealtimeNamespace, type RealtimeSocket } from './sockets.js';
 
@@ -102,22 +103,34 @@ function controlHandlers({ main, admin }: Namespaces): Record<string, (payload: 
 }
 
 /**
- * The events as clients receive them: the payload with its event_id. An /admin record event
- * carries its record as it was read with the event (outbox.events.ts): its timestamp as the database
- * wrote it, its personal values as refs, which are put back here (read only for the few records
- * that name one, so that a value erased since is shown "[redacted]"). A record gone behind the
- * service's back shows nothing.
+ * The events as clients receive them: the payload with its event_id, by event_id. An /admin
+ * record event names its record (outbox.events.ts), which is read here, for the events `needed`
+ * says a socket waits for, in one statement: its timestamp as the database wrote it, its
+ * personal values as refs, which are put back (read only for the few records that name one, so
+ * that a value erased since is shown "[redacted]"). A record gone behind the service's back
+ * shows nothing (null). A record event not needed has no entry.
  */
-export async function packetsFor(events: NumberedEvent[], db: Queryable): Promise<Map<number, Record<string, unknown>>> {
-  const recordEvents = events.filter((e) => e.name === RECORD_EVENT && e.payload.id !== undefined);
-  const records = recordEvents.map((e) => ({ ...e.payload, timestamp: isoTimestamp(String(e.payload.timestamp)) }) as unknown as AuditRow);
+export async function packetsFor(
+  events: NumberedEvent[],
+  db: Queryable,
+  needed: (event: NumberedEvent) => boolean = () => true,
+): Promise<Map<number, Record<string, unknown> | null>> {
+  const recordEvents = events.filter((e) => e.name === RECORD_EVENT && needed(e));
+  const ids = recordEvents.map((e) => Number(e.payload.id)).filter(Number.isSafeInteger);
+  const stored = ids.length > 0 ? await recordsByIds(db, ids) : new Map<number, Record<string, unknown>>();
+  const found = recordEvents.filter((e) => stored.has(Number(e.payload.id)));
+  const records = found.map((e) => {
+    const record = stored.get(Number(e.payload.id))!;
+    return { ...record, timestamp: isoTimestamp(String(record.timestamp)) } as unknown as AuditRow;
+  });
   const resolved = records.length > 0 ? await resolvePersonalData(db, records) : [];
-  const byEvent = new Map(recordEvents.map((e, i) => [e.event_id, resolved[i]!]));
-  const packets = new Map<number, Record<string, unknown>>();
-  for (const e of events) {
-    const body = e.name === RECORD_EVENT ? byEvent.get(e.event_id) : e.payload;
-    if (body) packets.set(e.event_id, { ...body, event_id: e.event_id });
+  const byEvent = new Map(found.map((e, i) => [e.event_id, resolved[i]!]));
+  const packets = new Map<number, Record<string, unknown> | null>();
+  for (const e of recordEvents) {
+    const record = byEvent.get(e.event_id);
+    packets.set(e.event_id, record ? { ...record, event_id: e.event_id } : null);
   }
+  for (const e of events) if (e.name !== RECORD_EVENT) packets.set(e.event_id, { ...e.payload, event_id: e.event_id });
   return packets;
 }
 
@@ -177,9 +190,23 @@ export function createDelivery(namespaces: Namespaces, catchingUp: CatchingUp, d
     REPLAYABLE['/'].includes(name) ? namespaces.main : REPLAYABLE['/admin'].includes(name) ? namespaces.admin : undefined;
   const observeLag = emitLagObserver(db, namespaces);
 
+  // A record is read for a record event only while a socket of this instance is in its room:
+  // most instances, most of the time, have none in /admin's.
+  const awaited = (e: NumberedEvent): boolean => {
+    const ns = nsFor(e.name);
+    return ns !== undefined && (ns.adapter.rooms.get(e.room)?.size ?? 0) > 0;
+  };
+
   return async function deliver(events: NumberedEvent[]): Promise<void> {
-    const packets = await packetsFor(events, db);
+    const packets = await packetsFor(events, db, awaited);
     await opts.beforeSend?.(events);
+    // A socket that joined a room while the batch was read gets its records too: read until none
+    // is missing, then send without awaiting anything, so that no socket joins in between.
+    for (;;) {
+      const late = events.filter((e) => !packets.has(e.event_id) && awaited(e));
+      if (late.length === 0) break;
+      for (const [id, packet] of await packetsFor(late, db)) packets.set(id, packet);
+    }
     const sent: Sent[] = [];
     for (const e of events) {
       const apply = control[e.name];

@@ -5,9 +5,9 @@
 //
 // A record is also an event: the /admin namespace shows it live (docs/api.md 5.7). So its statement
 // writes the transaction's outbox row too, the change's events and then the record's own, which
-// names it by id: the events are read with the records they name (outbox.events.ts), so that delivery
-// reads nothing back, and the record is not written twice (a copy in the outbox was a tenth of a
-// request's WAL). One statement instead of two: the hot write paths pay per statement.
+// names it by id: delivery reads the record only for an instance with a socket in /admin
+// (realtime/delivery.ts), and the record is not written twice (a copy in the outbox was a tenth of
+// a request's WAL). One statement instead of two: the hot write paths pay per statement.
 import type { Tx } from '../../db/database.js';
 import type { RequestContext } from '../../context.js';
 import type { OutboxEvent } from '../../domain/events.js';

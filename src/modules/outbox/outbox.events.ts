@@ -9,26 +9,16 @@ import type { OutboxEvent } from '../../domain/events.js';
 export type { NumberedEvent, OutboxEvent } from '../../domain/events.js';
 
 /**
- * The /admin event of an audit record (docs/api.md 5.7). It is written naming its record (`{id}`)
- * and read carrying it: the record is not written twice, and delivery reads nothing back.
+ * The /admin event of an audit record (docs/api.md 5.7). It is written and numbered naming its
+ * record (`{id}`): the record is not written twice, and delivery reads it only for an instance
+ * that has a socket in the event's room (realtime/delivery.ts, packetsFor).
  */
 export const RECORD_EVENT = 'audit-record';
 
-/** A committed outbox row as the relay reads it: its items, and the records they name, by id (as JSON text keys). */
+/** A committed outbox row as the relay reads it: its items, in the order they were emitted. */
 export interface OutboxRow {
   items: OutboxEvent[];
-  records: Record<string, Record<string, unknown>> | null;
 }
 
-/** The items of an outbox row as read, each record event carrying its record (or dropped: a record gone behind the service's back shows nothing). */
-export function eventsOf(row: OutboxRow): OutboxEvent[] {
-  const events: OutboxEvent[] = [];
-  for (const item of row.items) {
-    if (item.name !== RECORD_EVENT) events.push(item);
-    else {
-      const record = row.records?.[String(item.payload.id)];
-      events.push({ name: item.name, room: item.room, payload: record ?? {} });
-    }
-  }
-  return events;
-}
+/** The events of an outbox row, in order (a record event still names its record only). */
+export const eventsOf = (row: OutboxRow): OutboxEvent[] => row.items;

@@ -4,15 +4,7 @@ import { committedReader, type PositionColumns } from '../../db/commit-order.js'
 import type { Queryable, Tx } from '../../db/database.js';
 import { query, send, statements } from '../../db/statements.js';
 import { RECORD_JSON_SQL } from '../audit/audit.repository.js';
-import { RECORD_EVENT, type NumberedEvent, type OutboxEvent, type OutboxRow } from './outbox.events.js';
-
-/** SQL: the payload of outbox item `item` as it is read: a record event's record (null if it is gone), else the payload written. */
-const payloadOf = (item: string) =>
-  `CASE WHEN ${item}->>'name' = '${RECORD_EVENT}' THEN (SELECT ${RECORD_JSON_SQL} FROM audit_log a WHERE a.id = (${item}->'payload'->>'id')::bigint) ELSE ${item}->'payload' END`;
-
-/** SQL: the records the items of outbox row `t` name, by id. */
-const RECORDS_NAMED = `(SELECT json_object_agg(a.id::text, ${RECORD_JSON_SQL}) FROM audit_log a
-     WHERE a.id = ANY (ARRAY(SELECT (i->'payload'->>'id')::bigint FROM json_array_elements(t.items) i WHERE i->>'name' = '${RECORD_EVENT}')))`;
+import type { NumberedEvent, OutboxEvent, OutboxRow } from './outbox.events.js';
 
 export interface OutboxBatchRow extends PositionColumns {
   last_event_id: number;
@@ -33,7 +25,7 @@ const POSITION_COLUMNS = 'after_snapshot::text, NULL::text AS after_xact, NULL::
  * each with its event_id: a batch's events are its rows' items in row order, numbered from
  * first_event_id. Batches and their rows are pruned together, so no row of a kept batch is missing.
  */
-const numberedFrom = (filter: string) => `SELECT b.first_event_id + x.n - 1 AS event_id, x.item->>'name' AS name, x.item->>'room' AS room, ${payloadOf('x.item')} AS payload
+const numberedFrom = (filter: string) => `SELECT b.first_event_id + x.n - 1 AS event_id, x.item->>'name' AS name, x.item->>'room' AS room, x.item->'payload' AS payload
   FROM outbox_batches b
   CROSS JOIN LATERAL (
     SELECT i.item, row_number() OVER (ORDER BY r.ord, i.ord) AS n
@@ -54,6 +46,8 @@ const S = statements('outbox', {
   after: numberedFrom(''),
   // What a reconnecting client missed: the replayable events of its rooms, in order.
   replay: numberedFrom(` AND x.item->>'room' = ANY ($3) AND x.item->>'name' = ANY ($4)`),
+  // The records that record events name, as those events carry them to clients.
+  records: `SELECT ${RECORD_JSON_SQL} AS record FROM audit_log a WHERE a.id = ANY ($1::bigint[])`,
   // The last event_id given out, and the oldest still kept (null when none is).
   bounds: `SELECT (SELECT max(last_event_id) FROM outbox_batches) AS last,
      (SELECT first_event_id FROM outbox_batches WHERE event_count > 0 ORDER BY last_event_id LIMIT 1) AS oldest`,
@@ -72,8 +66,13 @@ const S = statements('outbox', {
   SELECT count(*)::int AS n FROM doomed`,
 });
 
-/** The relay's reader: committed outbox rows, in commit order (db/commit-order.ts). */
-export const committedOutbox = committedReader<OutboxRow>('outbox-reader', 'outbox', `t.items, ${RECORDS_NAMED} AS records`);
+/**
+ * The relay's reader: committed outbox rows, in commit order (db/commit-order.ts). Their record
+ * events name their records ({id}); delivery reads a record only when a socket of its instance
+ * is in the event's room (realtime/delivery.ts): building every record as JSON here was the
+ * relay's largest cost under load, for an /admin room nobody had joined (docs/performance.md).
+ */
+export const committedOutbox = committedReader<OutboxRow>('outbox-reader', 'outbox', 't.items');
 
 /** The events of a transaction, as its one outbox row (none for none). */
 export function addEvents(tx: Tx, events: OutboxEvent[]): void {
@@ -91,6 +90,12 @@ export const announceEvents = (tx: Tx, upTo: number) => send(tx, S.announce, [up
 export const eventsAfter = (q: Queryable, eventId: number, limit: number) => query<NumberedEvent>(q, S.after, [eventId, limit]);
 export const replayEvents = (q: Queryable, afterId: number, rooms: string[], names: readonly string[], limit: number) =>
   query<NumberedEvent>(q, S.replay, [afterId, limit, rooms, names]);
+
+/** The records of these ids as record events carry them (RECORD_JSON_SQL), by id; a record that is gone is missing. */
+export async function recordsByIds(q: Queryable, ids: number[]): Promise<Map<number, Record<string, unknown>>> {
+  const rows = await query<{ record: Record<string, unknown> }>(q, S.records, [ids]);
+  return new Map(rows.map((r) => [Number(r.record.id), r.record]));
+}
 
 export async function eventBounds(q: Queryable): Promise<{ last: number; oldest: number | null }> {
   const row = (await query<{ last: number | null; oldest: number | null }>(q, S.bounds))[0]!;
