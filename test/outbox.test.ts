@@ -9,7 +9,7 @@ import { describe, test } from 'node:test';
 import { committedReader, nextPair, positionAfter, type PositionColumns } from '../src/db/commit-order.js';
 import type { Queryable } from '../src/db/database.js';
 import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
-import { eventsOf, type OutboxEvent } from '../src/modules/outbox/outbox.events.js';
+import type { OutboxEvent } from '../src/modules/outbox/outbox.events.js';
 import { addEvents, committedOutbox } from '../src/modules/outbox/outbox.repository.js';
 import { packetsFor } from '../src/realtime/delivery.js';
 import { eventsNamed, type StoredEvent } from './helpers/factories.js';
@@ -229,7 +229,7 @@ describe('events sent with an audit record', () => {
     assert.deepEqual([own[0]!.row_id, own[0]!.position, own[0]!.room, own[0]!.payload], [changes[0]!.row_id, 3, 'admin', { id: record!.id }], 'written naming the record: not a copy of it');
     // As the relay reads it: the record's event still names the record, and reads nothing more.
     const [row] = (await committedOutbox.next(h.database.db, { after_snapshot: null, after_xact: xact, after_id: own[0]!.row_id - 1, snapshot: null, through_id: null }, 1)).rows;
-    const read = eventsOf(row!);
+    const read = row!.items;
     assert.deepEqual(read.slice(0, 2).map((e) => e.payload.n), [1, 2]);
     assert.deepEqual(read[2], { name: 'audit-record', room: 'admin', payload: { id: record!.id } });
     // As delivery sends it, for a socket in its room: it carries the record. Not needed: not read.

@@ -46,13 +46,16 @@ function caughtUpBefore(socket: RealtimeSocket, catchingUp: Set<RealtimeSocket>,
   return true;
 }
 
+/** Whether a socket of this instance is in the room. */
+const hasLocalSocket = (ns: RealtimeNamespace, room: string): boolean => (ns.adapter.rooms.get(room)?.size ?? 0) > 0;
+
 /** Sends one live event to a room of this instance: buffered for sockets catching up, broadcast to the rest. */
 export function sendLive(ns: RealtimeNamespace, catchingUp: Set<RealtimeSocket>, room: string, name: string, packet: Record<string, unknown>, eventId: number): void {
   // No socket of this instance in the room: nothing to send, so nothing to encode (Socket.IO
   // encodes a packet before it looks at the room, and most events of a busy API go to rooms
   // nobody here has joined: 5% of a POST /tasks's CPU in the benchmark). Only sockets in the
   // room are ever sent to, catching up or not.
-  if (!ns.adapter.rooms.get(room)?.size) {
+  if (!hasLocalSocket(ns, room)) {
     for (const socket of catchingUp) caughtUpBefore(socket, catchingUp, eventId);
     return;
   }
@@ -118,13 +121,12 @@ export async function packetsFor(
   const recordEvents = events.filter((e) => e.name === RECORD_EVENT && needed(e));
   const ids = recordEvents.map((e) => Number(e.payload.id)).filter(Number.isSafeInteger);
   const stored = ids.length > 0 ? await recordsByIds(db, ids) : new Map<number, Record<string, unknown>>();
-  const found = recordEvents.filter((e) => stored.has(Number(e.payload.id)));
-  const records = found.map((e) => {
-    const record = stored.get(Number(e.payload.id))!;
-    return { ...record, timestamp: isoTimestamp(String(record.timestamp)) } as unknown as AuditRow;
+  const found = recordEvents.flatMap((e) => {
+    const record = stored.get(Number(e.payload.id));
+    return record ? [{ eventId: e.event_id, record: { ...record, timestamp: isoTimestamp(String(record.timestamp)) } as unknown as AuditRow }] : [];
   });
-  const resolved = records.length > 0 ? await resolvePersonalData(db, records) : [];
-  const byEvent = new Map(found.map((e, i) => [e.event_id, resolved[i]!]));
+  const resolved = found.length > 0 ? await resolvePersonalData(db, found.map((f) => f.record)) : [];
+  const byEvent = new Map(found.map((f, i) => [f.eventId, resolved[i]!]));
   const packets = new Map<number, Record<string, unknown> | null>();
   for (const e of recordEvents) {
     const record = byEvent.get(e.event_id);
@@ -194,7 +196,7 @@ export function createDelivery(namespaces: Namespaces, catchingUp: CatchingUp, d
   // most instances, most of the time, have none in /admin's.
   const awaited = (e: NumberedEvent): boolean => {
     const ns = nsFor(e.name);
-    return ns !== undefined && (ns.adapter.rooms.get(e.room)?.size ?? 0) > 0;
+    return ns !== undefined && hasLocalSocket(ns, e.room);
   };
 
   return async function deliver(events: NumberedEvent[]): Promise<void> {

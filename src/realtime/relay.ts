@@ -7,7 +7,7 @@
 // instance's dispatcher, and hands its events straight to this instance's own.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../db/database.js';
-import { eventsOf, type NumberedEvent } from '../modules/outbox/outbox.events.js';
+import type { NumberedEvent } from '../modules/outbox/outbox.events.js';
 import { announceEvents, committedOutbox, insertOutboxBatch, lastOutboxBatch } from '../modules/outbox/outbox.repository.js';
 import { BackgroundLoop, exclusiveRound } from '../background/background-loop.js';
 
@@ -49,7 +49,7 @@ export function createRelay(db: Database, log: FastifyBaseLogger, onNumbered: (e
       if (!position) return 'idle';
       const first = (last?.last_event_id ?? 0) + 1;
       const events: RelayedEvent[] = [];
-      for (const row of rows) for (const event of eventsOf(row)) events.push({ ...event, event_id: first + events.length, readAt });
+      for (const row of rows) for (const event of row.items) events.push({ ...event, event_id: first + events.length, readAt });
       insertOutboxBatch(tx, first, events.length, rows.map((r) => r.id), position);
       if (events.length > 0) announceEvents(tx, first + events.length - 1);
       tx.afterCommit(() => onNumbered(events));

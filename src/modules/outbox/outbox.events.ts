@@ -15,10 +15,7 @@ export type { NumberedEvent, OutboxEvent } from '../../domain/events.js';
  */
 export const RECORD_EVENT = 'audit-record';
 
-/** A committed outbox row as the relay reads it: its items, in the order they were emitted. */
+/** A committed outbox row as the relay reads it: its items, in the order they were emitted (a record event names its record only). */
 export interface OutboxRow {
   items: OutboxEvent[];
 }
-
-/** The events of an outbox row, in order (a record event still names its record only). */
-export const eventsOf = (row: OutboxRow): OutboxEvent[] => row.items;
