@@ -38,6 +38,11 @@ export interface SealerOptions {
   log: FastifyBaseLogger;
   /** After a batch was sealed or a checkpoint signed (the webhook wakes). */
   onSealed?: () => void;
+  /**
+   * As a sealing round begins, before it reads what is committed: a wake given after this is for
+   * records the round may not see (sealing.thread.ts lowers its wake latch here).
+   */
+  beforeRound?: () => void;
 }
 
 export interface Sealing {
@@ -100,6 +105,7 @@ export function createSealing(opts: SealerOptions): Sealing {
     pollMs: POLL_MS,
     lingerMs: LINGER_MS,
     round: guarded(async (tx) => {
+      opts.beforeRound?.();
       const last = await lastSealBatch(tx);
       const size = last?.next_seq ?? 0;
       const edge = await tree.at(tx, size);

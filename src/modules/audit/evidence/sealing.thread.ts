@@ -7,7 +7,8 @@
 // `teamlog-audit-sealer` in pg_stat_activity). PGlite keeps them on the main thread: its one
 // connection lives there, so a thread would only post every statement back to it.
 //
-// The main thread tells the thread of each audited commit (wake), and hears of each seal and
+// The main thread tells the thread of audited commits (wake: one message per round of the
+// thread's sealer, not one per commit; process/wake-latch.ts), and hears of each seal and
 // checkpoint (onSealed: the webhook and the witnesses wake) and of each log line, which it writes
 // through its own logger, so that the lines keep its level, redaction and destination. A thread
 // that ends unasked (a crash) is logged and started again a second later.
@@ -16,6 +17,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Database } from '../../../db/database.js';
 import { errorFromWire, type WireError } from '../../../db/thread-queries.js';
 import { moduleWorker } from '../../../process/module-worker.js';
+import { WakeLatch } from '../../../process/wake-latch.js';
 import type { LogIdentity } from './log.identity.js';
 
 /** What the thread needs: plain data (it crosses threads; a KeyObject does). */
@@ -25,6 +27,8 @@ export interface SealingWorkerData {
   checkpointIntervalMs: number;
   /** The main logger's level: lines below it are not sent at all. */
   logLevel: string;
+  /** The wake latch's buffer: the thread lowers it as each sealing round begins. */
+  wakeLatch: SharedArrayBuffer;
 }
 
 export type ToSealingWorker = { type: 'start' } | { type: 'wake' } | { type: 'stop' };
@@ -55,13 +59,15 @@ const RESTART_MS = 1000;
 const STOP_TIMEOUT_MS = 10_000;
 
 export function sealingInThread(opts: SealingThreadOptions): SealingControl {
-  const data: SealingWorkerData = { access: opts.access, identity: opts.identity, checkpointIntervalMs: opts.checkpointIntervalMs, logLevel: opts.log.level };
+  const latch = new WakeLatch();
+  const data: SealingWorkerData = { access: opts.access, identity: opts.identity, checkpointIntervalMs: opts.checkpointIntervalMs, logLevel: opts.log.level, wakeLatch: latch.buffer };
   let worker: Worker | undefined;
   let stopping = false;
   let stopped: (() => void) | undefined;
   let restart: NodeJS.Timeout | undefined;
 
   const spawn = () => {
+    latch.lower(); // a thread that ended with it raised would never be woken again
     const w = moduleWorker('sealing.worker', import.meta.url, { workerData: data });
     worker = w;
     w.on('message', (m: FromSealingWorker) => {
@@ -87,9 +93,11 @@ export function sealingInThread(opts: SealingThreadOptions): SealingControl {
   };
 
   return {
-    // Every audited commit: the thread's sealer lingers before its round, so the wakes of a busy
-    // moment cost it nothing but the message.
-    wake: () => worker?.postMessage({ type: 'wake' } satisfies ToSealingWorker),
+    // Every audited commit: posted only when the latch was lowered, that is once since the
+    // thread's last round began (its sealer lingers before a round, for the commits of that moment).
+    wake: () => {
+      if (worker && latch.raise()) worker.postMessage({ type: 'wake' } satisfies ToSealingWorker);
+    },
     start() {
       if (worker || stopping) return;
       spawn().postMessage({ type: 'start' } satisfies ToSealingWorker);

@@ -4,6 +4,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
 import { createPostgresDatabase } from '../../../db/postgres.js';
+import { WakeLatch } from '../../../process/wake-latch.js';
 import { asBuffer, errorToWire, type WireError } from '../../../db/thread-queries.js';
 import { createSealing } from './evidence.sealer.js';
 import type { LogIdentity } from './log.identity.js';
@@ -51,6 +52,7 @@ function identityOf(wire: LogIdentity): LogIdentity {
 }
 
 const log = forwardingLogger(data.logLevel);
+const latch = new WakeLatch(data.wakeLatch);
 /** The sealer's rounds are serialized with the checkpointer's: two connections are plenty. */
 const db = createPostgresDatabase({
   ...data.access, poolSize: 2, perCallPoolSize: 2, applicationName: 'teamlog-audit-sealer',
@@ -62,6 +64,7 @@ const sealing = createSealing({
   checkpointIntervalMs: data.checkpointIntervalMs,
   log,
   onSealed: () => post({ type: 'sealed' }),
+  beforeRound: () => latch.lower(),
 });
 
 port.on('message', (m: ToSealingWorker) => {
