@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, mock, test } from 'node:test';
 import type { FastifyBaseLogger } from 'fastify';
 import { BackgroundLoop, exclusiveRound, type BackgroundLoopOptions, type RoundOutcome } from '../src/background/background-loop.js';
+import type { Tx } from '../src/db/database.js';
 import { useTestDatabase } from './helpers/harness.js';
 import { needsPostgres } from './helpers/server.js';
 
@@ -245,5 +246,39 @@ describe('a round one instance at a time (exclusiveRound)', () => {
     release();
     assert.equal(await running, 'idle');
     assert.equal(await second(), 'more');
+  });
+
+  test('the first read, sent without waiting for the lock, runs once the lock is taken; held elsewhere, the body does not run', { skip: needsPostgres }, async () => {
+    const KEY = 7_246_001;
+    // Whether this transaction holds the advisory lock when the read runs (a one-int key: objid).
+    const holdsLock = async (tx: Tx) => {
+      const [row] = await tx.query<{ held: boolean }>(
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objid = $1 AND granted) AS held",
+        [KEY],
+      );
+      return row!.held;
+    };
+    const seen: boolean[] = [];
+    let inside!: () => void;
+    const entered = new Promise<void>((r) => (inside = r));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const holder = exclusiveRound(h.database.db, KEY, async (_tx, held: boolean) => {
+      seen.push(held);
+      inside();
+      await gate;
+      return 'idle';
+    }, holdsLock);
+    const other = exclusiveRound(h.database.db, KEY, async (_tx, held: boolean) => {
+      seen.push(held);
+      return 'more';
+    }, holdsLock);
+    const running = holder();
+    await entered;
+    assert.equal(await other(), 'held');
+    release();
+    assert.equal(await running, 'idle');
+    assert.equal(await other(), 'more');
+    assert.deepEqual(seen, [true, true], 'each body saw the lock taken before its first read ran, and the held round ran no body');
   });
 });

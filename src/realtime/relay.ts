@@ -41,8 +41,7 @@ export function createRelay(db: Database, log: FastifyBaseLogger, onNumbered: (e
     spacingMs: SPACING_MS,
     // Another instance holds the lock: it numbers these rows too; look again soon in case it stopped.
     firstRetryMs: 5,
-    round: exclusiveRound(db, RELAY_LOCK, async (tx) => {
-      const last = await lastOutboxBatch(tx);
+    round: exclusiveRound(db, RELAY_LOCK, async (tx, last) => {
       // The batch's snapshot is taken by the read that follows: what it holds committed before now.
       const readAt = performance.now();
       const { rows, position } = await committedOutbox.next(tx, last, BATCH);
@@ -54,6 +53,6 @@ export function createRelay(db: Database, log: FastifyBaseLogger, onNumbered: (e
       if (events.length > 0) announceEvents(tx, first + events.length - 1);
       tx.afterCommit(() => onNumbered(events));
       return rows.length >= BATCH ? 'more' : 'idle';
-    }),
+    }, lastOutboxBatch),
   });
 }

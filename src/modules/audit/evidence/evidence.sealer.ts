@@ -9,7 +9,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Database, Tx } from '../../../db/database.js';
 import { BackgroundLoop, exclusiveRound, type RoundOutcome } from '../../../background/background-loop.js';
 import { noteHash } from '../../../tlog/checkpoint-check.js';
-import { committedRecords, insertCheckpoint, insertSealBatch, insertTiles, lastSealBatch, type CheckpointRow } from './evidence.repository.js';
+import { committedRecords, insertCheckpoint, insertSealBatch, insertTiles, lastSealBatch, type CheckpointRow, type SealBatchRow } from './evidence.repository.js';
 import type { LogIdentity } from './log.identity.js';
 import type { Hash } from '../../../tlog/merkle.js';
 import { sealingLeaf } from './record.sealed-form.js';
@@ -76,18 +76,19 @@ export function createSealing(opts: SealerOptions): Sealing {
   /**
    * Runs a round that builds on the tree. A tree that cannot be verified stops both loops
    * (loudly, once), until a round finds it whole again: loaded afresh from its newest signed
-   * checkpoint, and its stored edge agreeing.
+   * checkpoint, and its stored edge agreeing. Every round begins with the newest seal batch
+   * (`last`), read behind the lock in the same round trip.
    */
-  const guarded = (body: (tx: Tx) => Promise<RoundOutcome>) =>
-    oneAtATime(exclusiveRound(db, SEAL_LOCK, async (tx) => {
+  const guarded = (body: (tx: Tx, last: SealBatchRow | undefined) => Promise<RoundOutcome>) =>
+    oneAtATime(exclusiveRound(db, SEAL_LOCK, async (tx, last) => {
       try {
         if (refusal !== undefined) {
           tree.forget();
-          await checkStoredEdge(tx, await tree.at(tx, (await lastSealBatch(tx))?.next_seq ?? 0));
+          await checkStoredEdge(tx, await tree.at(tx, last?.next_seq ?? 0));
           log.info('audit sealer: the stored evidence verifies again; sealing and signing resumed');
           refusal = undefined;
         }
-        return await body(tx);
+        return await body(tx, last);
       } catch (err) {
         if (!(err instanceof TreeUnverifiable)) throw err;
         tree.forget();
@@ -97,16 +98,15 @@ export function createSealing(opts: SealerOptions): Sealing {
         }
         return { afterMs: REFUSED_RETRY_MS };
       }
-    }));
+    }, lastSealBatch));
 
   const sealer = new BackgroundLoop({
     name: 'audit sealer',
     log,
     pollMs: POLL_MS,
     lingerMs: LINGER_MS,
-    round: guarded(async (tx) => {
+    round: guarded(async (tx, last) => {
       opts.beforeRound?.();
-      const last = await lastSealBatch(tx);
       const size = last?.next_seq ?? 0;
       const edge = await tree.at(tx, size);
       const { rows, position } = await committedRecords.next(tx, last, BATCH);
@@ -136,8 +136,8 @@ export function createSealing(opts: SealerOptions): Sealing {
 
   /** The checkpointer's last round ended waiting for a checkpoint to fall due (its timer is set). */
   let checkpointWaiting = false;
-  const checkpointRound = guarded(async (tx) => {
-    const size = (await lastSealBatch(tx))?.next_seq ?? 0;
+  const checkpointRound = guarded(async (tx, last) => {
+    const size = last?.next_seq ?? 0;
     if (size === 0) return 'idle';
     // The new checkpoint names the newest one (prev), and so vouches for it: the newest must be
     // signed by a key trusted from outside the database and extend the one before it (head).
