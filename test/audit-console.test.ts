@@ -555,6 +555,31 @@ test('the audit console reads like a story: names and sentences, filter controls
     assert.equal(await page.getByLabel('Actor', { exact: true }).inputValue(), '');
   });
 
+  await t.test('a control used before the last query\'s page arrived builds on that query, not on the page shown', async () => {
+    await searchFor(page, userQuery());
+    await waitForRows(page, userRecords);
+    // A slow service: every page of records arrives 1.5 s after it is asked for.
+    const slow = async (route: Route) => {
+      await new Promise((r) => setTimeout(r, 1500));
+      await route.continue().catch(() => {});
+    };
+    await page.route(/\/api\/v1\/audit-logs\?/, slow);
+    try {
+      await page.getByLabel('Time', { exact: true }).selectOption('24h');
+      await queryIs(page, new RegExp(`^${userQuery()} created:>=\\S+$`));
+      // The Time page is still on its way: the Result must keep the Time term.
+      await page.getByLabel('Result', { exact: true }).selectOption('SUCCESS');
+      const q = await queryIs(page, /result:SUCCESS/);
+      assert.match(q, new RegExp(`^${userQuery()} created:>=\\S+ result:SUCCESS$`), 'the Time term was lost');
+      await waitForRows(page, userRecords, 10_000);
+    } finally {
+      await page.unroute(/\/api\/v1\/audit-logs\?/, slow);
+    }
+    await page.getByLabel('Time', { exact: true }).selectOption('');
+    await page.getByLabel('Result', { exact: true }).selectOption('');
+    await queryIs(page, userQuery());
+  });
+
   await t.test('Activity: the query\'s records over time and its top actions and actors; a bar narrows the time range', async () => {
     await searchFor(page, userQuery());
     await waitForRows(page, userRecords);

@@ -79,6 +79,12 @@ function Row({ record, names, onOpen, onNarrow }: { record: AuditRecord; names: 
 
 export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: User; onSignOut: () => void }) {
   const [typed, setTyped] = useState(queryInUrl);
+  /**
+   * The query last run (the search box, a control, the address): what the filter controls read
+   * and write. Not `typed`, which changes with each keystroke, nor `activeQ`, which changes when a
+   * page arrives: a control used before the last query's page arrived must build on that query.
+   */
+  const [ranQ, setRanQ] = useState(queryInUrl);
   /** The query the table shows (what exports and live matching use), as opposed to what is being typed. */
   const [activeQ, setActiveQ] = useState<string | undefined>(undefined);
   const [rows, setRows] = useState<AuditRecord[]>([]);
@@ -143,6 +149,7 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
     // Another list: read from its top (a pivot deep in the table, a filter control).
     if (scrollY > SCROLL_SLACK_PX) scrollTo({ top: 0 });
     setTyped(text);
+    setRanQ(text);
     putQueryInUrl(text);
     void load(text);
   };
@@ -154,6 +161,7 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
     const onPop = () => {
       setNoticeState(undefined);
       setTyped(queryInUrl());
+      setRanQ(queryInUrl());
       void load(queryInUrl());
     };
     addEventListener('popstate', onPop);
@@ -260,7 +268,7 @@ export function AuditConsole({ api, user, onSignOut }: { api: ConsoleApi; user: 
           <code>result:DENIED</code> <code>ip:10.0.0.0/8</code> <code>created:>=2026-11-26</code>; <code>-</code> negates.</span>
       </form>
       <p id="q-error" class="error" role="alert">${error}</p>
-      <${Filters} q=${activeQ ?? typed} onQuery=${run} />
+      <${Filters} q=${ranQ} onQuery=${run} />
       <div class="toolbar">
         <button type="button" role="switch" aria-checked=${liveOn ? 'true' : 'false'} class="switch" onClick=${toggleLive}>Live</button>
         <span class="live-state" aria-live="polite">${liveOn ? LIVE_LABEL[live] : ''}</span>
