@@ -228,24 +228,37 @@ describe('the background loop', () => {
 describe('a round one instance at a time (exclusiveRound)', () => {
   const h = useTestDatabase();
 
-  test('while one instance is in its round, another is held back; once it ends, the other goes', { skip: needsPostgres }, async () => {
-    const KEY = 7_245_999;
+  /**
+   * One instance holds its round open while another tries: the other is held back, and goes once
+   * the first ends. Answers what each body that ran was given by `first`, in order.
+   */
+  async function holdThenGo<F>(key: number, first?: (tx: Tx) => Promise<F>): Promise<F[]> {
+    const seen: F[] = [];
     let inside!: () => void;
     const entered = new Promise<void>((r) => (inside = r));
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const first = exclusiveRound(h.database.db, KEY, async () => {
+    const holder = exclusiveRound<F>(h.database.db, key, async (_tx, read) => {
+      seen.push(read);
       inside();
       await gate;
       return 'idle';
-    });
-    const second = exclusiveRound(h.database.db, KEY, async () => 'more');
-    const running = first();
+    }, first);
+    const other = exclusiveRound<F>(h.database.db, key, async (_tx, read) => {
+      seen.push(read);
+      return 'more';
+    }, first);
+    const running = holder();
     await entered;
-    assert.equal(await second(), 'held');
+    assert.equal(await other(), 'held');
     release();
     assert.equal(await running, 'idle');
-    assert.equal(await second(), 'more');
+    assert.equal(await other(), 'more');
+    return seen;
+  }
+
+  test('while one instance is in its round, another is held back; once it ends, the other goes', { skip: needsPostgres }, async () => {
+    assert.equal((await holdThenGo(7_245_999)).length, 2, 'the held round ran no body');
   });
 
   test('the first read, sent without waiting for the lock, runs once the lock is taken; held elsewhere, the body does not run', { skip: needsPostgres }, async () => {
@@ -258,27 +271,6 @@ describe('a round one instance at a time (exclusiveRound)', () => {
       );
       return row!.held;
     };
-    const seen: boolean[] = [];
-    let inside!: () => void;
-    const entered = new Promise<void>((r) => (inside = r));
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const holder = exclusiveRound(h.database.db, KEY, async (_tx, held: boolean) => {
-      seen.push(held);
-      inside();
-      await gate;
-      return 'idle';
-    }, holdsLock);
-    const other = exclusiveRound(h.database.db, KEY, async (_tx, held: boolean) => {
-      seen.push(held);
-      return 'more';
-    }, holdsLock);
-    const running = holder();
-    await entered;
-    assert.equal(await other(), 'held');
-    release();
-    assert.equal(await running, 'idle');
-    assert.equal(await other(), 'more');
-    assert.deepEqual(seen, [true, true], 'each body saw the lock taken before its first read ran, and the held round ran no body');
+    assert.deepEqual(await holdThenGo(KEY, holdsLock), [true, true], 'each body saw the lock taken before its first read ran, and the held round ran no body');
   });
 });
