@@ -16,6 +16,12 @@ export function isoTimestamp(text: string): string {
   return viaDate(text);
 }
 
+/**
+ * The same ISO form computed in SQL, for a value that leaves the database as JSON (an event built in
+ * a statement): to_char truncates to milliseconds, as isoTimestamp does.
+ */
+export const isoTimestampSql = (column: string): string => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
 /** Any other offset (a session someone reconfigured): through Date. */
 function viaDate(text: string): string {
   const m = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d(?:\.\d+)?)([+-]\d\d)(?::(\d\d))?$/.exec(text);

@@ -31,7 +31,7 @@ import type { SessionRow } from '../domain/session-verdict.js';
 import type { Database } from '../db/database.js';
 import type { RunnerStore, Written } from './ports.js';
 import type { CommitSignal, Committed } from '../background/commit-signal.js';
-import { CommittedFailure, Refusal, Work, lostRaceOr, type CallerRow, type UseCase, type UseCaseBody } from './unit-of-work.js';
+import { CommittedFailure, Refusal, Work, lostRaceOr, type AloneForm, type CallerRow, type UseCase, type UseCaseBody } from './unit-of-work.js';
 
 /** What a run needs besides its use case: the database, what it locks and writes through, and whom to tell of a commit. */
 export interface RunnerParts {
@@ -40,8 +40,8 @@ export interface RunnerParts {
   commits: CommitSignal;
 }
 
-/** A run in a transaction of its own (runner.ts runAlone). */
-export type RunAlone = (ctx: RequestContext, uc: UseCase, body: UseCaseBody<unknown>) => Promise<unknown>;
+/** A run alone: in its one-statement form when it has one, else in a transaction of its own (runner.ts runLone). */
+export type RunAlone = (ctx: RequestContext, uc: UseCase, body: UseCaseBody<unknown>, alone?: AloneForm<unknown>) => Promise<unknown>;
 
 export interface BatchSettings {
   /** Batches in flight at once; at least two, so that one stalled batch does not stop the writes. */
@@ -72,6 +72,8 @@ interface Item {
   uc: UseCase;
   body: UseCaseBody<unknown>;
   key: string | undefined;
+  /** Its one-statement form, for when it goes alone at once (RunOptions.alone). */
+  alone: AloneForm<unknown> | undefined;
   resolve: (value: unknown) => void;
   reject: (err: unknown) => void;
   /** Batches this run was in that rolled back: after one, it runs alone. */
@@ -100,12 +102,12 @@ export class Batcher {
   ) {
   }
 
-  submit<T>(ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, key: string | undefined): Promise<T> {
+  submit<T>(ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, key: string | undefined, alone?: AloneForm<T>): Promise<T> {
     if (this.queue.length >= this.settings.maxQueue) {
       return Promise.reject(new DomainError('unavailable', 'UNAVAILABLE', 'Too many writes are waiting; nothing was written. Retry shortly.', { retryAfterSeconds: 1 }));
     }
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ ctx, uc, body: body as UseCaseBody<unknown>, key, resolve: resolve as (v: unknown) => void, reject, retried: 0 });
+      this.queue.push({ ctx, uc, body: body as UseCaseBody<unknown>, key, alone: alone as AloneForm<unknown> | undefined, resolve: resolve as (v: unknown) => void, reject, retried: 0 });
       this.pump();
     });
   }
@@ -133,12 +135,13 @@ export class Batcher {
     }
   }
 
-  private alone(item: Item): Promise<void> {
-    return this.runAlone(item.ctx, item.uc, item.body).then(item.resolve, item.reject);
+  /** A run on its own; `first`: it goes alone at once, not again after a batch rolled back, so its one-statement form may serve. */
+  private alone(item: Item, first = false): Promise<void> {
+    return this.runAlone(item.ctx, item.uc, item.body, first ? item.alone : undefined).then(item.resolve, item.reject);
   }
 
   private async runBatch(items: Item[]): Promise<void> {
-    if (items.length === 1) return this.alone(items[0]!);
+    if (items.length === 1) return this.alone(items[0]!, items[0]!.retried === 0);
     const { db, store, commits } = this.parts;
     const runs: Run[] = [];
     try {

@@ -40,6 +40,32 @@ export interface AuditWriter {
    * record, and one outbox row with each run's events followed by its record's event, run by run.
    */
   recordBatch(tx: Tx, written: readonly Written[]): void;
+  /**
+   * A change and its record as one statement, outside any transaction (a lone run's one-statement
+   * form, AloneForm): answers the change's one row, or none when the caller's session no longer
+   * entitles them or a condition of the change did not hold (then nothing was written).
+   */
+  recordAlone(q: Queryable, ctx: RequestContext, change: AloneChange, params: readonly unknown[]): Promise<Record<string, unknown>[]>;
+}
+
+/**
+ * A use case's change written as SQL that runs, with its caller's check, its audit record and its
+ * outbox row, as one statement (audit-writer.repository.ts composes it; the SQL file shows it).
+ * `ctes` are common table expressions that may read `caller` (one row, `id`, when the caller's
+ * user is active and their session live, both locked FOR KEY SHARE: the runner's caller lock) and
+ * `$1` (the caller's id); the change's own parameters are `$8` on. The last one is `change`: one
+ * row per change made, with `resource_id` (bigint), `metadata` (jsonb; no personal value, which
+ * the writer would have to store apart) and `events` (the change's outbox items, a JSON array as
+ * text), besides what the run answers.
+ */
+export interface AloneChange {
+  /** The composed statement's name: `audit-writer.alone.<name>`. */
+  readonly name: string;
+  readonly action: AuditAction;
+  readonly resourceType: ResourceType;
+  /** How many events `events` holds (the record's own /admin event aside). */
+  readonly events: number;
+  readonly ctes: string;
 }
 
 /**

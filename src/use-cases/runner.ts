@@ -25,13 +25,14 @@
 // rows in one order is what keeps concurrent use cases from deadlocking each other.
 import type { RequestContext } from '../context.js';
 import type { Database } from '../db/database.js';
-import { pgErrorCode } from '../db/database.js';
+import { isUnavailableError, pgErrorCode } from '../db/database.js';
 import { Batcher, batchingFor, type BatchSettings, type RunnerParts } from './batch.js';
+import { UseCaseContractError } from './unit-of-work.js';
 import type { CommitSignal } from '../background/commit-signal.js';
 import type { RunnerStore } from './ports.js';
-import { CommittedFailure, Refusal, Work, lostRaceOr, type CallerRow, type RunOptions, type Run, type UseCase, type UseCaseBody } from './unit-of-work.js';
+import { CommittedFailure, Refusal, Work, lostRaceOr, type AloneForm, type CallerRow, type RunOptions, type Run, type UseCase, type UseCaseBody } from './unit-of-work.js';
 
-export { UseCaseContractError, useCase, type DeniedRecord, type Run, type RunOptions, type UnitOfWork, type UseCase, type UseCaseBody } from './unit-of-work.js';
+export { UseCaseContractError, useCase, type AloneForm, type DeniedRecord, type Run, type RunOptions, type UnitOfWork, type UseCase, type UseCaseBody } from './unit-of-work.js';
 
 /**
  * A deadlock or a serialization failure rolled the whole run back, so running it again is safe;
@@ -77,14 +78,39 @@ export async function runAlone<T>({ db, store, commits }: RunnerParts, ctx: Requ
 }
 
 /**
+ * A lone run in its one-statement form (RunOptions.alone), else as usual (runAlone). The statement
+ * commits by itself, so it either wrote the change, its record and its outbox row, or nothing: on
+ * no row, or on a failure (a constraint, a lock timeout, a deadlock), the body runs and decides.
+ * A lost connection is answered 503, as in a batch: the statement may have committed, and an
+ * Idempotency-Key makes the retry safe.
+ */
+export async function runLone<T>(parts: RunnerParts, ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, alone: AloneForm<T> | undefined): Promise<T> {
+  if (alone === undefined || !ctx.actor) return runAlone(parts, ctx, uc, body);
+  let rows: Record<string, unknown>[];
+  try {
+    rows = await parts.store.writer.recordAlone(parts.db, ctx, alone.change, alone.params);
+  } catch (err) {
+    if (isUnavailableError(err)) throw err;
+    return runAlone(parts, ctx, uc, body);
+  }
+  if (rows.length !== 1) {
+    if (rows.length > 1) throw new UseCaseContractError(`${uc.name}: its one-statement form made ${rows.length} changes`);
+    return runAlone(parts, ctx, uc, body);
+  }
+  parts.commits.committed({ audited: true, events: alone.change.events + 1 });
+  return alone.answer(rows[0]!);
+}
+
+/**
  * `store`: what runs lock and write through (runtime.ts, runnerStore). `commits` is told after every
  * commit that carried a record or events (the relay and the sealer take them).
  */
 export function createRunner(db: Database, store: RunnerStore, commits: CommitSignal, batching: BatchSettings = batchingFor(db.kind)): Run {
   const parts: RunnerParts = { db, store, commits };
-  const batcher = new Batcher(parts, batching, (ctx, uc, body) => runAlone(parts, ctx, uc, body));
-  return function run<T>(ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, opts: RunOptions = {}): Promise<T> {
-    if (uc.batch && ctx.actor && opts.callerLock === undefined) return batcher.submit(ctx, uc, body, opts.batchKey);
+  const batcher = new Batcher(parts, batching, (ctx, uc, body, alone) => runLone(parts, ctx, uc, body, alone));
+  return function run<T>(ctx: RequestContext, uc: UseCase, body: UseCaseBody<T>, opts: RunOptions<T> = {}): Promise<T> {
+    if (uc.batch && ctx.actor && opts.callerLock === undefined) return batcher.submit(ctx, uc, body, opts.batchKey, opts.alone);
+    if (opts.alone && opts.callerLock === undefined) return runLone(parts, ctx, uc, body, opts.alone);
     return runAlone(parts, ctx, uc, body, opts);
   };
 }

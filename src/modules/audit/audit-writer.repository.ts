@@ -1,10 +1,16 @@
 // The statements of the audit writer (audit/audit.writer.ts, which only the use-case runner
 // calls): a record with its transaction's outbox row, and the personal values it names. Both are
 // sent, not awaited (Tx.send): they travel with COMMIT.
-import type { Tx } from '../../db/database.js';
-import { send, statements } from '../../db/statements.js';
+import type { Queryable, Tx } from '../../db/database.js';
+import { query, send, statements, type Statement } from '../../db/statements.js';
+import type { AloneChange } from '../../use-cases/ports.js';
 import { RECORD_EVENT, type OutboxEvent } from '../outbox/outbox.events.js';
 import { itemsParam, outboxInsert } from '../outbox/outbox.repository.js';
+import { CREATE_TASK_ALONE } from '../tasks/tasks.repository.js';
+
+/** The record's /admin event appended to a JSON array of events (`events`, text); `id` names the record. */
+const withRecordEvent = (events: string, id: string) => `(left(${events}, -1) || CASE WHEN ${events} = '[]' THEN '' ELSE ',' END
+    || '{"name":"${RECORD_EVENT}","room":"admin","payload":{"id":' || ${id} || '}}]')::json`;
 
 const S = statements('audit-writer', {
   // The record, then the transaction's outbox row: the change's events ($10, a JSON array,
@@ -14,8 +20,7 @@ const S = statements('audit-writer', {
     INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
   )
-  ${outboxInsert(`(left($10::text, -1) || CASE WHEN $10::text = '[]' THEN '' ELSE ',' END
-    || '{"name":"${RECORD_EVENT}","room":"admin","payload":{"id":' || record.id || '}}]')::json FROM record`)}`,
+  ${outboxInsert(`${withRecordEvent('$10::text', 'record.id')} FROM record`)}`,
     prepare: true,
   },
   // A batch's records and its one outbox row (use-cases/batch.ts), in one statement. Each run's
@@ -45,6 +50,50 @@ const S = statements('audit-writer', {
   insertPersonalData: `INSERT INTO audit_personal_data (ref, subject_user_id, value, salt)
   SELECT ref, $2::bigint, value, decode(salt, 'hex') FROM unnest($1::text[], $3::text[], $4::text[]) AS p(ref, value, salt)`,
 });
+
+/**
+ * A change and its record in one statement (AloneChange, use-cases/ports.ts): what a lone run of
+ * a use case that offers this form sends instead of BEGIN, its statements and COMMIT, in one round
+ * trip. The caller's check is the runner's caller lock and liveActor's verdict (session-verdict.ts)
+ * as a condition: their user and session rows locked FOR KEY SHARE, users first, and one row only
+ * while the user is active and the session neither revoked nor expired. Whatever condition fails,
+ * `change` is empty, and so nothing is written: the runner then runs the use case as usual, which
+ * answers why. $1 the caller, $2 their session, $3…$7 the record's action, resource type, ip, user
+ * agent and request id; the change's own parameters from $8.
+ */
+const aloneText = (c: AloneChange) => `WITH caller AS MATERIALIZED (
+    SELECT u.id FROM users u JOIN sessions s ON s.user_id = u.id
+     WHERE u.id = $1 AND s.id = $2 AND u.active AND s.revoked_at IS NULL AND s.expires_at > now()
+       FOR KEY SHARE OF u, s
+  ), ${c.ctes.trim()},
+  record AS (
+    INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+    SELECT $1, $3, $4, change.resource_id, 'SUCCESS', change.metadata, $5, $6, $7 FROM change RETURNING id
+  ), outbox_row AS (
+    ${outboxInsert(`${withRecordEvent('change.events', 'record.id')} FROM change, record`)}
+  )
+  SELECT change.* FROM change`;
+
+/** Every change with a one-statement form, composed once (and shown in sql/audit-writer.sql). */
+const ALONE: ReadonlyMap<string, Statement> = new Map(
+  Object.values(statements('audit-writer.alone', Object.fromEntries([CREATE_TASK_ALONE].map((c) => [c.name, { text: aloneText(c), prepare: true }])))).map((s) => [s.name, s]),
+);
+
+/**
+ * Runs `change` and its record as one statement (autocommit) for `caller`; `request`: the record's
+ * ip, user agent and request id. Answers the change's rows.
+ */
+export function runAlone(
+  q: Queryable,
+  change: AloneChange,
+  caller: { id: number; sessionId: number },
+  request: readonly [string | null, string | null, string],
+  params: readonly unknown[],
+): Promise<Record<string, unknown>[]> {
+  const statement = ALONE.get(`audit-writer.alone.${change.name}`);
+  if (statement === undefined) throw new Error(`no one-statement form is declared for ${change.name}`);
+  return query(q, statement, [caller.id, caller.sessionId, change.action, change.resourceType, ...request, ...params]);
+}
 
 /**
  * Sends a record, its columns in the order of the insert (actor_id … request_id), with the

@@ -8,11 +8,11 @@
 // names it by id: delivery reads the record only for an instance with a socket in /admin
 // (realtime/delivery.ts), and the record is not written twice (a copy in the outbox was a tenth of
 // a request's WAL). One statement instead of two: the hot write paths pay per statement.
-import type { Tx } from '../../db/database.js';
+import type { Queryable, Tx } from '../../db/database.js';
 import type { RequestContext } from '../../context.js';
 import type { OutboxEvent } from '../../domain/events.js';
-import type { AuditEntry, AuditWriter, Written } from '../../use-cases/ports.js';
-import { sendAuditBatch, sendAuditRecord, sendPersonalData } from './audit-writer.repository.js';
+import type { AloneChange, AuditEntry, AuditWriter, Written } from '../../use-cases/ports.js';
+import { runAlone, sendAuditBatch, sendAuditRecord, sendPersonalData } from './audit-writer.repository.js';
 import { newPersonalDataRef } from './audit.personal-data.js';
 
 export type { AuditEntry, AuditWriter, Written } from '../../use-cases/ports.js';
@@ -36,6 +36,13 @@ export function personalRefOf(value: unknown): string | undefined {
 
 const MAX_IP = 64;
 const MAX_USER_AGENT = 512;
+
+/** The request's columns of a record (ip, user agent, request id), bounded as audit_log holds them (migrations/0008): a sealed form must fit a tlog-tiles entry. */
+const requestColumns = (ctx: RequestContext): [string | null, string | null, string] => [
+  ctx.ip?.slice(0, MAX_IP) ?? null,
+  ctx.userAgent?.slice(0, MAX_USER_AGENT) ?? null,
+  ctx.requestId,
+];
 
 
 export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
@@ -62,10 +69,7 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
       entry.resourceId,
       entry.result ?? 'SUCCESS',
       JSON.stringify(metadata),
-      // Bounded as audit_log holds them (migrations/0008): a sealed form must fit a tlog-tiles entry.
-      ctx.ip?.slice(0, MAX_IP) ?? null,
-      ctx.userAgent?.slice(0, MAX_USER_AGENT) ?? null,
-      ctx.requestId,
+      ...requestColumns(ctx),
     ];
   }
 
@@ -81,5 +85,10 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
     );
   }
 
-  return { record, recordBatch };
+  function recordAlone(q: Queryable, ctx: RequestContext, change: AloneChange, params: readonly unknown[]): Promise<Record<string, unknown>[]> {
+    if (!ctx.actor) throw new Error(`${change.name}: a one-statement form needs an authenticated caller`);
+    return runAlone(q, change, ctx.actor, requestColumns(ctx), params);
+  }
+
+  return { record, recordBatch, recordAlone };
 }

@@ -3,6 +3,8 @@ import { where } from '../../db/conditions.js';
 import type { Queryable } from '../../db/database.js';
 import { SNAPSHOT, rowsAtSnapshot, withSnapshotRow, type SnapshotRead } from '../../db/read-snapshot.js';
 import { dynamicStatement, query, statements } from '../../db/statements.js';
+import { isoTimestampSql } from '../../db/timestamps.js';
+import type { AloneChange } from '../../use-cases/ports.js';
 import type { TaskStatus } from './tasks.status.js';
 
 export interface TaskRow {
@@ -90,6 +92,57 @@ export const findTaskWithRole = async (q: Queryable, id: number, userId: number)
 };
 
 export const lockTask = async (q: Queryable, id: number) => (await query<TaskRow>(q, S.lock, [id]))[0];
+
+/**
+ * Creating a task as one statement with its record (AloneChange; the runner sends it for a lone
+ * run), for the common case only: the caller is a member of the project, and the task has no
+ * assignee. The project (FOR KEY SHARE) and the caller's membership (FOR SHARE) are locked after
+ * the caller's rows, as lockAccess locks them. What the use case decides otherwise (an ADMIN who
+ * is not a member, an assignee and their notification, a refusal and its DENIED record) leaves
+ * `change` empty, and the run goes as usual. The record's metadata and the task-created event are
+ * what tasks.service and taskEvent build: test/one-statement.test.ts compares the two forms.
+ * $8 the project, $9 the title (trimmed), $10 the description.
+ */
+export const CREATE_TASK_ALONE: AloneChange = {
+  name: 'createTask',
+  action: 'CREATE_TASK',
+  resourceType: 'TASK',
+  events: 1,
+  ctes: `project AS MATERIALIZED (
+    SELECT p.id FROM caller, projects p WHERE p.id = $8 FOR KEY SHARE OF p
+  ), membership AS MATERIALIZED (
+    SELECT m.project_id FROM project JOIN project_members m ON m.project_id = project.id AND m.user_id = $1 FOR SHARE OF m
+  ), task AS (
+    INSERT INTO tasks (project_id, title, description, assignee_id, created_by)
+    SELECT project_id, $9, $10, NULL, $1 FROM membership
+    RETURNING ${COLUMNS}
+  ), change AS (
+    SELECT ${COLUMNS_OF_T}, t.id AS resource_id,
+           jsonb_build_object('projectId', t.project_id, 'title', t.title, 'assigneeId', t.assignee_id) AS metadata,
+           json_build_array(json_build_object('name', 'task-created', 'room', 'project:' || t.project_id, 'payload', json_build_object(
+             'id', t.id, 'project_id', t.project_id, 'title', t.title, 'description', t.description, 'status', t.status,
+             'assignee_id', t.assignee_id, 'created_by', t.created_by,
+             'created_at', ${isoTimestampSql('t.created_at')}, 'updated_at', ${isoTimestampSql('t.updated_at')})))::text AS events
+      FROM task t
+  )`,
+};
+
+/** The task a one-statement creation answered (CREATE_TASK_ALONE's row, its record's columns aside). */
+export function taskOfRow(row: Record<string, unknown>): TaskRow {
+  const r = row as unknown as TaskRow;
+  return {
+    id: r.id,
+    project_id: r.project_id,
+    title: r.title,
+    description: r.description,
+    status: r.status,
+    assignee_id: r.assignee_id,
+    created_by: r.created_by,
+    version: r.version,
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+  };
+}
 
 export async function insertTask(q: Queryable, t: { projectId: number; title: string; description: string; assigneeId: number | null; createdBy: number }): Promise<TaskRow> {
   return (await query<TaskRow>(q, S.insert, [t.projectId, t.title, t.description, t.assigneeId, t.createdBy]))[0]!;

@@ -82,6 +82,9 @@ export function createTasksService(deps: Deps) {
         uow.emit(taskEvent('task-created', task));
         await notify(uow, [assigneeId], 'task_assigned', { task_id: task.id, project_id: projectId, title: task.title, actor_id: ctx.actor.id });
         return task;
+      }, {
+        // Alone, a member's task without an assignee goes as one statement (repo.CREATE_TASK_ALONE).
+        alone: assigneeId === null ? { change: repo.CREATE_TASK_ALONE, params: [projectId, body.title.trim(), body.description ?? ''], answer: repo.taskOfRow } : undefined,
       });
     },
 

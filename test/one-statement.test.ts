@@ -1,0 +1,154 @@
+// A lone run's one-statement form (RunOptions.alone; CREATE_TASK_ALONE, composed with its
+// caller's check, record and outbox row in audit-writer.repository.ts): where it writes, it writes
+// what the use case would have, in one transaction, and the body never runs; wherever the caller
+// is not entitled, or the case is one the SQL leaves to the body, or the statement fails, it
+// writes nothing and the body decides. Runs are submitted one at a time, so each goes alone.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { describe, test } from 'node:test';
+import type { ActorContext } from '../src/context.js';
+import { runnerStore } from '../src/runtime.js';
+import { createAuditWriter } from '../src/modules/audit/audit.writer.js';
+import { CREATE_TASK_ALONE, taskOfRow, type TaskRow } from '../src/modules/tasks/tasks.repository.js';
+import { insertUser } from '../src/modules/users/users.repository.js';
+import { CommitSignal, type Committed } from '../src/background/commit-signal.js';
+import { createRunner, useCase, type Run } from '../src/use-cases/runner.js';
+import { auditRows } from './helpers/client.js';
+import { createProject, team, type TaskBody } from './helpers/factories.js';
+import { useTestServer } from './helpers/harness.js';
+
+const h = useTestServer();
+const commits = new CommitSignal();
+const announced: Committed[] = [];
+commits.onCommitted((c) => announced.push(c));
+let runner: Run | undefined;
+const run: Run = (ctx, uc, body, opts) => (runner ??= createRunner(h.server.db, runnerStore(createAuditWriter(Buffer.alloc(32, 1))), commits))(ctx, uc, body, opts);
+
+const CREATE = useCase('test.createAlone', ['CREATE_TASK'], { batch: true });
+
+/** A user with a live session, and a project they are a member of (as OWNER). */
+async function member(): Promise<{ ctx: ActorContext; projectId: number }> {
+  const user = (await insertUser(h.server.db, { email: `alone-${randomUUID()}@test.local`, name: 'Alone', passwordHash: 'x', role: 'USER' }))!;
+  const session = await h.server.owner.query<{ id: number }>(`INSERT INTO sessions (user_id, expires_at) VALUES ($1, now() + interval '1 hour') RETURNING id`, [user.id]);
+  const project = await h.server.owner.query<{ id: number }>(`INSERT INTO projects (name, description, created_by) VALUES ('alone', '', $1) RETURNING id`, [user.id]);
+  await h.server.owner.query(`INSERT INTO project_members (project_id, user_id, role) VALUES ($1, $2, 'OWNER')`, [project[0]!.id, user.id]);
+  const ctx = { actor: { id: user.id, email: user.email, name: user.name, role: 'USER' as const, sessionId: session[0]!.id }, ip: '10.0.0.7', userAgent: 'alone-test', requestId: `alone-${randomUUID()}` };
+  return { ctx, projectId: project[0]!.id };
+}
+
+/** Creates `title` in `projectId` through the runner, in its one-statement form; answers the task, or 'body' when the body ran instead. */
+async function create(ctx: ActorContext, projectId: number, title: string): Promise<TaskRow | 'body'> {
+  return run<TaskRow | 'body'>(ctx, CREATE, async (uow) => {
+    uow.withoutRecord('unchanged'); // what the body does is not what is tried here: only that it ran
+    return 'body';
+  }, { alone: { change: CREATE_TASK_ALONE, params: [projectId, title, 'made alone'], answer: taskOfRow } });
+}
+
+const tasksTitled = async (title: string) => (await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM tasks WHERE title = $1', [title]))[0]!.n;
+
+describe('a lone run in its one-statement form', () => {
+  test('a member\'s task: the task, its one record and its outbox row commit together, and the body never runs', async () => {
+    const { ctx, projectId } = await member();
+    announced.length = 0;
+    const task = await create(ctx, projectId, 'one statement');
+    assert.notEqual(task, 'body', 'the statement wrote, so the body did not run');
+    const t = task as TaskRow;
+    assert.deepEqual([t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version], [projectId, 'one statement', 'made alone', 'TODO', null, ctx.actor.id, 1]);
+    assert.match(t.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    const records = await auditRows(h.server, 'request_id = $1', [ctx.requestId]);
+    assert.deepEqual(
+      records.map((r) => [r.actor_id, r.action, r.resource_type, r.resource_id, r.result, r.metadata, r.ip, r.user_agent]),
+      [[ctx.actor.id, 'CREATE_TASK', 'TASK', t.id, 'SUCCESS', { projectId, title: 'one statement', assigneeId: null }, '10.0.0.7', 'alone-test']],
+    );
+    const outbox = await h.server.owner.query<{ items: Array<{ name: string; room: string; payload: Record<string, unknown> }>; xmin: string }>(
+      `SELECT items, xmin::text FROM outbox WHERE items::text LIKE '%"audit-record"%' AND (items->1->'payload'->>'id')::bigint = $1`,
+      [records[0]!.id],
+    );
+    assert.equal(outbox.length, 1, 'one outbox row: the change\'s event, then its record\'s');
+    assert.deepEqual(outbox[0]!.items.map((i) => [i.name, i.room]), [['task-created', `project:${projectId}`], ['audit-record', 'admin']]);
+    const xmins = await h.server.owner.query<{ task: string; record: string }>(
+      'SELECT (SELECT xmin::text FROM tasks WHERE id = $1) AS task, (SELECT xmin::text FROM audit_log WHERE id = $2) AS record',
+      [t.id, records[0]!.id],
+    );
+    assert.deepEqual([xmins[0]!.task, xmins[0]!.record], [outbox[0]!.xmin, outbox[0]!.xmin], 'one transaction');
+    assert.deepEqual(announced, [{ audited: true, events: 2 }], 'the relay and the sealer are told, as after any commit');
+  });
+
+  const notEntitled: Array<[string, (m: { ctx: ActorContext; projectId: number }) => Promise<{ ctx: ActorContext; projectId: number }>]> = [
+    ['not a member of the project', async (m) => {
+      await h.server.owner.query('DELETE FROM project_members WHERE project_id = $1 AND user_id = $2', [m.projectId, m.ctx.actor.id]);
+      return m;
+    }],
+    ['a project that does not exist', async (m) => ({ ...m, projectId: m.projectId + 1_000_000 })],
+    ['a revoked session', async (m) => {
+      await h.server.owner.query(`UPDATE sessions SET revoked_at = now(), revoked_reason = 'logout' WHERE id = $1`, [m.ctx.actor.sessionId]);
+      return m;
+    }],
+    ['an expired session', async (m) => {
+      await h.server.owner.query(`UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = $1`, [m.ctx.actor.sessionId]);
+      return m;
+    }],
+    ['a deactivated user', async (m) => {
+      await h.server.owner.query('UPDATE users SET active = false WHERE id = $1', [m.ctx.actor.id]);
+      return m;
+    }],
+    ['another user\'s session', async (m) => {
+      const other = await member();
+      return { ...m, ctx: { ...m.ctx, actor: { ...m.ctx.actor, sessionId: other.ctx.actor.sessionId } } };
+    }],
+  ];
+  for (const [name, change] of notEntitled) {
+    test(`${name}: the statement writes nothing and the body decides`, async () => {
+      const { ctx, projectId } = await change(await member());
+      const title = `not entitled ${randomUUID()}`;
+      const answer = await create(ctx, projectId, title).catch((err: { code?: string }) => `refused ${err.code}`);
+      assert.ok(answer === 'body' || (typeof answer === 'string' && answer.startsWith('refused ')), `the body ran and answered: ${JSON.stringify(answer)}`);
+      assert.equal(await tasksTitled(title), 0, 'no task');
+      assert.deepEqual(await auditRows(h.server, 'request_id = $1', [ctx.requestId]), [], 'no record');
+    });
+  }
+
+  test('a statement that fails (a title the table refuses) writes nothing, and the body runs', async () => {
+    const { ctx, projectId } = await member();
+    const title = 'x'.repeat(201); // tasks_title_check: at most 200
+    assert.equal(await create(ctx, projectId, title), 'body');
+    assert.equal(await tasksTitled(title), 0);
+    assert.deepEqual(await auditRows(h.server, 'request_id = $1', [ctx.requestId]), []);
+  });
+});
+
+describe('POST /tasks alone and in a transaction answer, record and announce alike', () => {
+  test('a member\'s task (one statement) and an ADMIN\'s in a project they are not a member of (a transaction)', async () => {
+    const { owner, projectId } = await team(h, 0);
+    const viaStatement = await owner.client.post<TaskBody>('/api/v1/tasks', { project_id: projectId, title: '  alone  ', description: 'd' }, { token: owner.token });
+    const viaTransaction = await h.admin.client.post<TaskBody>('/api/v1/tasks', { project_id: projectId, title: '  alone  ', description: 'd' }, { token: h.admin.token });
+    assert.equal(viaStatement.status, 201, viaStatement.text);
+    assert.equal(viaTransaction.status, 201, viaTransaction.text);
+    const shape = (b: TaskBody) => Object.keys(b).join(',');
+    assert.equal(shape(viaStatement.body), shape(viaTransaction.body));
+    for (const [res, by] of [[viaStatement, owner.id], [viaTransaction, h.admin.id]] as const) {
+      assert.equal(res.body.title, 'alone', 'trimmed');
+      assert.equal(res.headers.get('location'), `/api/v1/tasks/${res.body.id}`);
+      const records = await auditRows(h.server, `action = 'CREATE_TASK' AND resource_id = $1`, [res.body.id]);
+      assert.deepEqual(records.map((r) => [r.actor_id, r.result, r.metadata]), [[by, 'SUCCESS', { projectId, title: 'alone', assigneeId: null }]]);
+      const events = await h.server.owner.query<{ items: Array<{ name: string; room: string; payload: unknown }> }>(
+        `SELECT items FROM outbox WHERE items::text LIKE '%"audit-record"%' AND (items->1->'payload'->>'id')::bigint = $1`,
+        [records[0]!.id],
+      );
+      assert.deepEqual(events[0]!.items, [
+        { name: 'task-created', room: `project:${projectId}`, payload: res.body },
+        { name: 'audit-record', room: 'admin', payload: { id: records[0]!.id } },
+      ], 'the event carries the task as the answer shows it');
+    }
+  });
+
+  test('a project the member cannot see: 404 and one DENIED record, as before', async () => {
+    const { owner } = await team(h, 0);
+    const stranger = await h.newUser();
+    const hidden = await createProject(stranger);
+    const res = await owner.client.post('/api/v1/tasks', { project_id: hidden.id, title: 'hidden' }, { token: owner.token });
+    assert.equal(res.status, 404, res.text);
+    const records = await auditRows(h.server, `action = 'CREATE_TASK' AND actor_id = $1`, [owner.id]);
+    assert.deepEqual(records.map((r) => [r.result, r.resource_type, r.resource_id]), [['DENIED', 'PROJECT', hidden.id]]);
+  });
+});
