@@ -131,6 +131,32 @@ describe('deterministic: the request queues behind the loss of its right, then i
     assert.equal((await h.server.owner.query('SELECT 1 FROM users WHERE email = $1', [email])).length, 0);
   });
 
+  // A lone creation goes as one statement (RunOptions.alone): it queues on the caller's rows as the
+  // transaction did, then sees the loss, writes nothing, and the use case refuses.
+  test('a session revoked while creating a task: 401 TOKEN_REVOKED, no task, no record', { skip }, async () => {
+    const { member, project } = await team(h);
+    const title = `Task ${uniqueWord()}`;
+    const revokeAll = async (tx: Tx) => {
+      await tx.query('SELECT id FROM sessions WHERE user_id = $1 AND revoked_at IS NULL ORDER BY id FOR UPDATE', [member.id]);
+      await tx.query(`UPDATE sessions SET revoked_at = now(), revoked_reason = 'logout' WHERE user_id = $1 AND revoked_at IS NULL`, [member.id]);
+    };
+    const res = await whileLosing(revokeAll, () => member.client.post('/api/v1/tasks', { project_id: project.id, title }, { token: member.token }));
+    assert.equal(res.status, 401, res.text);
+    assert.equal(res.body.code, 'TOKEN_REVOKED');
+    assert.equal((await h.server.owner.query('SELECT 1 FROM tasks WHERE title = $1', [title])).length, 0);
+    assert.deepEqual(await auditRows(h.server, 'request_id = $1', [res.headers.get('x-request-id')]), []);
+  });
+
+  test('a user deactivated while creating a task: 403 ACCOUNT_DEACTIVATED, no task', { skip }, async () => {
+    const { member, project } = await team(h);
+    const title = `Task ${uniqueWord()}`;
+    const res = await whileLosing(changeUser(member.id, 'deactivate'), () =>
+      member.client.post('/api/v1/tasks', { project_id: project.id, title }, { token: member.token }));
+    assert.equal(res.status, 403, res.text);
+    assert.equal(res.body.code, 'ACCOUNT_DEACTIVATED');
+    assert.equal((await h.server.owner.query('SELECT 1 FROM tasks WHERE title = $1', [title])).length, 0);
+  });
+
   test('a user deactivated while changing their password: 403 ACCOUNT_DEACTIVATED, the password unchanged', { skip }, async () => {
     const user = await h.newUser();
     const before = await h.server.owner.query<{ password_hash: string }>('SELECT password_hash FROM users WHERE id = $1', [user.id]);
