@@ -19,9 +19,11 @@ export function linkInstances(redis: Redis | undefined, keyPrefix: string, log: 
   // and what they queued meanwhile (presence notices, room changes) goes out when it is back.
   const pub = redis?.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null });
   const sub = redis?.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null });
-  // One way remains for a command to fail: the connection is let go while a PUBLISH waits for
-  // its reply (a graceful stop during an outage, another instance's request answered late).
-  if (pub) publishWithoutRejecting(pub, log);
+  // One way remains for a command to fail: the connection is let go while it waits (a graceful
+  // stop during an outage, another instance's request answered late). The adapter drops the
+  // promises of PUBLISH and of its (un)subscriptions, so none of them may reject.
+  if (pub) withoutRejecting(pub, ['publish'], log);
+  if (sub) withoutRejecting(sub, ['subscribe', 'psubscribe', 'unsubscribe', 'punsubscribe'], log);
   return {
     adapter: pub && sub ? createAdapter(pub, sub, { key: `${keyPrefix}socket.io` }) : undefined,
     letGo: async () => {
@@ -30,17 +32,23 @@ export function linkInstances(redis: Redis | undefined, keyPrefix: string, log: 
   };
 }
 
+/** The commands the adapter sends and forgets (@socket.io/redis-adapter 8: publish, and its subscriptions on open and close). */
+type Forgotten = 'publish' | 'subscribe' | 'psubscribe' | 'unsubscribe' | 'punsubscribe';
+
 /**
- * The Redis adapter publishes and drops the promise: a rejected PUBLISH would be an unhandled
- * rejection, which ends the process. Its client's publish() resolves instead (to 0 receivers,
- * what Redis itself answers when nobody listens) and the loss is logged.
+ * The Redis adapter sends these commands and drops their promises: a rejected one would be an
+ * unhandled rejection, which ends the process. On `client` they resolve instead, PUBLISH to 0
+ * receivers (what Redis itself answers when nobody listens), and the loss is logged. A
+ * subscription lost this way belongs to a connection being let go, which listens no more anyway.
  */
-function publishWithoutRejecting(client: Redis, log: FastifyBaseLogger): void {
-  const publish = client.publish.bind(client) as (channel: string | Buffer, message: string | Buffer) => Promise<number>;
-  const safe = (channel: string | Buffer, message: string | Buffer) =>
-    publish(channel, message).catch((err: unknown) => {
-      log.warn({ err: { message: err instanceof Error ? err.message : String(err) } }, 'realtime: a message to the other instances was lost');
-      return 0;
-    });
-  client.publish = safe as Redis['publish'];
+export function withoutRejecting(client: Redis, commands: readonly Forgotten[], log: FastifyBaseLogger): void {
+  for (const command of commands) {
+    const send = (client[command] as (...args: unknown[]) => Promise<unknown>).bind(client);
+    const safe = (...args: unknown[]) =>
+      send(...args).catch((err: unknown) => {
+        log.warn({ err: { message: err instanceof Error ? err.message : String(err) }, command }, 'realtime: a command to the other instances was lost');
+        return command === 'publish' ? 0 : undefined;
+      });
+    (client as unknown as Record<Forgotten, unknown>)[command] = safe;
+  }
 }
