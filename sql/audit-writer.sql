@@ -16,10 +16,11 @@ WITH caller AS MATERIALIZED (
   ), change AS (
     SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at, t.id AS resource_id,
            jsonb_build_object('projectId', t.project_id, 'title', t.title, 'assigneeId', t.assignee_id) AS metadata,
-           json_build_array(json_build_object('name', 'task-created', 'room', 'project:' || t.project_id, 'payload', json_build_object(
-             'id', t.id, 'project_id', t.project_id, 'title', t.title, 'description', t.description, 'status', t.status,
-             'assignee_id', t.assignee_id, 'created_by', t.created_by,
-             'created_at', to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'updated_at', to_char(t.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))))::text AS events
+           -- row_to_json writes compact JSON, as JSON.stringify does (json_build_object adds spaces)
+           json_build_array((SELECT row_to_json(e) FROM (SELECT 'task-created' AS name, 'project:' || t.project_id AS room, (
+             SELECT row_to_json(p) FROM (SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by,
+               to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at, to_char(t.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS updated_at) p
+           ) AS payload) e))::text AS events
       FROM task t
   ),
   record AS (

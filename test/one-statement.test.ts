@@ -131,14 +131,15 @@ describe('POST /tasks alone and in a transaction answer, record and announce ali
       assert.equal(res.headers.get('location'), `/api/v1/tasks/${res.body.id}`);
       const records = await auditRows(h.server, `action = 'CREATE_TASK' AND resource_id = $1`, [res.body.id]);
       assert.deepEqual(records.map((r) => [r.actor_id, r.result, r.metadata]), [[by, 'SUCCESS', { projectId, title: 'alone', assigneeId: null }]]);
-      const events = await h.server.owner.query<{ items: Array<{ name: string; room: string; payload: unknown }> }>(
-        `SELECT items FROM outbox WHERE items::text LIKE '%"audit-record"%' AND (items->1->'payload'->>'id')::bigint = $1`,
+      const events = await h.server.owner.query<{ items: Array<{ name: string; room: string; payload: unknown }>; text: string }>(
+        `SELECT items, items::text AS text FROM outbox WHERE items::text LIKE '%"audit-record"%' AND (items->1->'payload'->>'id')::bigint = $1`,
         [records[0]!.id],
       );
       assert.deepEqual(events[0]!.items, [
         { name: 'task-created', room: `project:${projectId}`, payload: res.body },
         { name: 'audit-record', room: 'admin', payload: { id: records[0]!.id } },
       ], 'the event carries the task as the answer shows it');
+      assert.equal(events[0]!.text, JSON.stringify(events[0]!.items), 'stored as compact JSON, in the order of the answer\'s fields');
     }
   });
 

@@ -119,10 +119,11 @@ export const CREATE_TASK_ALONE: AloneChange = {
   ), change AS (
     SELECT ${COLUMNS_OF_T}, t.id AS resource_id,
            jsonb_build_object('projectId', t.project_id, 'title', t.title, 'assigneeId', t.assignee_id) AS metadata,
-           json_build_array(json_build_object('name', 'task-created', 'room', 'project:' || t.project_id, 'payload', json_build_object(
-             'id', t.id, 'project_id', t.project_id, 'title', t.title, 'description', t.description, 'status', t.status,
-             'assignee_id', t.assignee_id, 'created_by', t.created_by,
-             'created_at', ${isoTimestampSql('t.created_at')}, 'updated_at', ${isoTimestampSql('t.updated_at')})))::text AS events
+           -- row_to_json writes compact JSON, as JSON.stringify does (json_build_object adds spaces)
+           json_build_array((SELECT row_to_json(e) FROM (SELECT 'task-created' AS name, 'project:' || t.project_id AS room, (
+             SELECT row_to_json(p) FROM (SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by,
+               ${isoTimestampSql('t.created_at')} AS created_at, ${isoTimestampSql('t.updated_at')} AS updated_at) p
+           ) AS payload) e))::text AS events
       FROM task t
   )`,
 };
