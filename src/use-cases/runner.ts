@@ -27,10 +27,9 @@ import type { RequestContext } from '../context.js';
 import type { Database } from '../db/database.js';
 import { isUnavailableError, pgErrorCode } from '../db/database.js';
 import { Batcher, batchingFor, type BatchSettings, type RunnerParts } from './batch.js';
-import { UseCaseContractError } from './unit-of-work.js';
 import type { CommitSignal } from '../background/commit-signal.js';
 import type { RunnerStore } from './ports.js';
-import { CommittedFailure, Refusal, Work, lostRaceOr, type AloneForm, type CallerRow, type RunOptions, type Run, type UseCase, type UseCaseBody } from './unit-of-work.js';
+import { CommittedFailure, Refusal, UseCaseContractError, Work, lostRaceOr, type AloneForm, type CallerRow, type RunOptions, type Run, type UseCase, type UseCaseBody } from './unit-of-work.js';
 
 export { UseCaseContractError, useCase, type AloneForm, type DeniedRecord, type Run, type RunOptions, type UnitOfWork, type UseCase, type UseCaseBody } from './unit-of-work.js';
 
@@ -80,7 +79,8 @@ export async function runAlone<T>({ db, store, commits }: RunnerParts, ctx: Requ
 /**
  * A lone run in its one-statement form (RunOptions.alone), else as usual (runAlone). The statement
  * commits by itself, so it either wrote the change, its record and its outbox row, or nothing: on
- * no row, or on a failure (a constraint, a lock timeout, a deadlock), the body runs and decides.
+ * no row, or on a database's failure (a constraint, a lock timeout, a deadlock), the body runs and
+ * decides; any other failure is a bug of the form, and is thrown rather than hidden by the body.
  * A lost connection is answered 503, as in a batch: the statement may have committed, and an
  * Idempotency-Key makes the retry safe.
  */
@@ -90,7 +90,7 @@ export async function runLone<T>(parts: RunnerParts, ctx: RequestContext, uc: Us
   try {
     rows = await parts.store.writer.recordAlone(parts.db, ctx, alone.change, alone.params);
   } catch (err) {
-    if (isUnavailableError(err)) throw err;
+    if (isUnavailableError(err) || pgErrorCode(err) === undefined) throw err;
     return runAlone(parts, ctx, uc, body);
   }
   if (rows.length !== 1) {
