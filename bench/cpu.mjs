@@ -49,8 +49,11 @@ export function postgresCpuSince(before, database) {
 /** CPU time used from now on by a server process and by its database's PostgreSQL processes: `since()` answers both, in µs. */
 export function cpuMeter(pid, database) {
   // The main thread's share of the server's: its event loop is the one thread a request must pass.
-  const before = { server: cpuMicros(pid), main: cpuMicros(pid, pid), db: postgresCpu(database) };
-  return { since: () => ({ server: cpuMicros(pid) - before.server, main: cpuMicros(pid, pid) - before.main, db: postgresCpuSince(before.db, database) }) };
+  // Each thread's (tid, µs): the main thread's tid is the pid; the others are V8's helpers (the
+  // parallel scavenges), the thread pool and worker threads (the sealer), all named "node".
+  const threads = () => { try { return new Map(readdirSync(`/proc/${pid}/task`).map((t) => [t, cpuMicros(pid, t)])); } catch { return new Map(); } };
+  const before = { server: cpuMicros(pid), main: cpuMicros(pid, pid), db: postgresCpu(database), threads: threads() };
+  return { since: () => ({ server: cpuMicros(pid) - before.server, main: cpuMicros(pid, pid) - before.main, db: postgresCpuSince(before.db, database), threads: [...threads()].map(([t, c]) => [t, c - (before.threads.get(t) ?? 0)]).filter(([, c]) => c > 0) }) };
 }
 
 /** The whole machine's busy share (every core, every process) from now on: `busy()` answers 0–1. */

@@ -356,7 +356,7 @@ async function measure(server, spec, duration, connections = CONNECTIONS) {
     total,
     // Sent includes the requests in flight when the run stopped, which the server still completes.
     sent: result.requests.sent,
-    cpu_us_per_request: { server: perRequest(used.server), server_main_thread: perRequest(used.main), db: perRequest(used.db), load_generator: perRequest(loadgenUsed.user + loadgenUsed.system) },
+    cpu_us_per_request: { server: perRequest(used.server), server_main_thread: perRequest(used.main), server_threads: used.threads.map(([t, c]) => [t, perRequest(c)]), db: perRequest(used.db), load_generator: perRequest(loadgenUsed.user + loadgenUsed.system) },
     // The share of both cores busy meanwhile (all processes): below 1, the run was not CPU-bound.
     machine_busy: busy,
   };

@@ -1,7 +1,8 @@
 // Natural batching (use-cases/batch.ts), tried on a real database: runs submitted together
 // share one transaction, and yet each keeps its own answer and its own record. Runs are
-// submitted in one tick, so the batches are known: the first two runs go at once, alone (two
-// writers), and everything queued behind them goes as one batch when the first finishes.
+// submitted in one tick, so the batches are known: the first run goes at once, alone, and
+// everything queued behind it goes as one batch when it finishes (a batch in flight holds what
+// queues behind it, for up to stallMs).
 // Which transaction a change committed in is its row's xmin.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -68,7 +69,7 @@ const codeOf = (settled: PromiseSettledResult<unknown>) =>
   settled.status === 'fulfilled' ? 'ok' : settled.reason instanceof DomainError ? settled.reason.code : String(settled.reason);
 
 describe('runs submitted together', () => {
-  test('share one transaction behind the two that went at once, each with its own answer and exactly one record', async () => {
+  test('share one transaction behind the one that went at once, each with its own answer and exactly one record', async () => {
     const run = runner();
     const ctxs = await callers(8);
     const before = announced.length;
@@ -80,11 +81,11 @@ describe('runs submitted together', () => {
       assert.deepEqual(s.records, [`SUCCESS CREATE_TASK ${100 + i}`]);
     }
     const transactions = new Set(seen.flatMap((s) => s.xmins));
-    assert.equal(transactions.size, 3, 'the first two alone, the six queued behind them in one transaction');
-    assert.equal(new Set(seen.slice(2).flatMap((s) => s.xmins)).size, 1);
+    assert.equal(transactions.size, 2, 'the first alone, the seven queued behind it in one transaction');
+    assert.equal(new Set(seen.slice(1).flatMap((s) => s.xmins)).size, 1);
     const afterBatch = announced.slice(before);
     assert.equal(afterBatch.reduce((n, c) => n + c.events, 0), 8, 'each run\'s record event announced once');
-    assert.equal(afterBatch.length, 3, 'one announcement a commit');
+    assert.equal(afterBatch.length, 2, 'one announcement a commit');
   });
 
   test('a batch writes its records in one statement and one outbox row: each run\'s events, then its record\'s event, run by run', async () => {
@@ -106,7 +107,7 @@ describe('runs submitted together', () => {
     assert.equal(rows.length, 1, 'one outbox row for the batch');
     const records = await h.database.owner.query<{ id: number; request_id: string }>('SELECT id, request_id FROM audit_log WHERE request_id = ANY ($1)', [ctxs.map((c) => c.requestId)]);
     const recordOf = new Map(records.map((r) => [r.request_id, r.id]));
-    const expected = ctxs.slice(2).flatMap((ctx) => [`first-${ctx.requestId}`, `second-${ctx.requestId}`, `audit-record ${recordOf.get(ctx.requestId)}`]);
+    const expected = ctxs.slice(1).flatMap((ctx) => [`first-${ctx.requestId}`, `second-${ctx.requestId}`, `audit-record ${recordOf.get(ctx.requestId)}`]);
     assert.deepEqual(rows[0]!.items.map((e) => (e.name === 'audit-record' ? `audit-record ${e.payload.id}` : e.name)), expected);
   });
 
@@ -242,9 +243,9 @@ describe('runs submitted together', () => {
         }),
       ),
     );
-    const batched = answers.slice(2);
+    const batched = answers.slice(1);
     assert.equal(new Set(batched.map((a) => a.same)).size, 1, 'one execution for the same values');
-    assert.equal(new Set(batched.map((a) => a.own)).size, 4, 'a statement not declared shareable runs for each run');
+    assert.equal(new Set(batched.map((a) => a.own)).size, 5, 'a statement not declared shareable runs for each run');
     assert.equal(new Set(batched.map((a) => a.byKey)).size, 2, 'other values, another execution');
   });
 
@@ -271,7 +272,7 @@ describe('runs submitted together', () => {
     }
     const stored = await h.database.owner.query<{ id: number; title: string; xmin: string }>('SELECT id, title, xmin::text FROM tasks WHERE project_id = $1', [project!.id]);
     assert.deepEqual(new Map(stored.map((t) => [t.id, t.title])), new Map(created.flat().map((t) => [t!.id, t!.title])), 'each answer is the row stored under its id');
-    assert.equal(new Set(stored.filter((t) => !t.title.startsWith(ctxs[0]!.requestId) && !t.title.startsWith(ctxs[1]!.requestId)).map((t) => t.xmin)).size, 1);
+    assert.equal(new Set(stored.filter((t) => !t.title.startsWith(ctxs[0]!.requestId)).map((t) => t.xmin)).size, 1);
   });
 
   test('beyond the queue\'s bound a run is refused with 503 UNAVAILABLE and Retry-After; nothing of it is written', async () => {
@@ -319,7 +320,7 @@ describe('runs submitted together', () => {
     proxied.port = String(await proxy.start());
     const db = createPostgresDatabase({ url: proxied.toString(), poolSize: 4, role: APP_ROLE, onError: () => {} });
     try {
-      // Two writers: the first two runs go alone, one each, and the four queued meanwhile share a batch.
+      // The first run goes alone, and the five queued meanwhile share a batch.
       const run = createRunner(db, runnerStore(createAuditWriter(Buffer.alloc(32, 1))), commits, { ...DEFAULT_BATCHING, writers: 2 });
       const ctxs = await callers(6);
       let reached!: () => void;
@@ -337,20 +338,78 @@ describe('runs submitted together', () => {
         }),
       );
       const settled = Promise.allSettled(runs);
-      await Promise.allSettled(runs.slice(0, 2)); // the two alone, before the cut
+      await Promise.allSettled(runs.slice(0, 1)); // the one alone, before the cut
       await atGate;
       await proxy.stop();
       open();
       const outcomes = await settled;
-      assert.deepEqual(outcomes.slice(0, 2).map(codeOf), ['ok', 'ok'], 'the two runs alone committed before the cut');
-      for (const o of outcomes.slice(2)) {
+      assert.deepEqual(outcomes.slice(0, 1).map(codeOf), ['ok'], 'the run alone committed before the cut');
+      for (const o of outcomes.slice(1)) {
         assert.equal(o.status, 'rejected');
         assert.ok(isUnavailableError((o as PromiseRejectedResult).reason), String((o as PromiseRejectedResult).reason));
       }
-      assert.deepEqual((await Promise.all(ctxs.map(left))).map((s) => s.changes), [1, 1, 0, 0, 0, 0]);
+      assert.deepEqual((await Promise.all(ctxs.map(left))).map((s) => s.changes), [1, 0, 0, 0, 0, 0]);
     } finally {
       await proxy.stop();
       await db.close();
     }
+  });
+});
+
+describe('a batch in flight', () => {
+  /** A run whose body waits until `open()`: a batch in flight for as long as the test wants. */
+  function gated() {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    return { open, body: async (uow: UnitOfWork) => void (await gate, await change(uow), uow.withoutRecord('not audited')) };
+  }
+  const plain = (uow: UnitOfWork) => change(uow).then(() => uow.withoutRecord('not audited'));
+  /** `promises` all settled within 10 s, or an error naming `what`. */
+  const within10s = (promises: Array<Promise<unknown>>, what: string) =>
+    Promise.race([Promise.all(promises), new Promise((_, reject) => setTimeout(() => reject(new Error(`${what}: not settled within 10 s`)), 10_000).unref())]);
+  const settledSoon = async (promises: Array<Promise<unknown>>, ms: number) => {
+    const done = promises.map(() => false);
+    promises.forEach((p, i) => void p.then(() => (done[i] = true), () => (done[i] = true)));
+    await new Promise((r) => setTimeout(r, ms));
+    return done;
+  };
+
+  test('holds the runs that arrive meanwhile for one batch after it, though a writer is free', async () => {
+    const run = runner({ writers: 4, stallMs: 60_000 });
+    const ctxs = await callers(4);
+    const first = gated();
+    const held = run(ctxs[0]!, BATCHED_PLAIN, first.body);
+    const behind = ctxs.slice(1).map((ctx) => run(ctx, BATCHED_PLAIN, plain));
+    assert.deepEqual(await settledSoon(behind, 300), [false, false, false], 'three writers were free, and none took them');
+    first.open();
+    await Promise.all([held, ...behind]);
+    const seen = await Promise.all(ctxs.map(left));
+    assert.equal(new Set(seen.slice(1).flatMap((s) => s.xmins)).size, 1, 'the three held runs committed as one batch');
+    assert.notEqual(seen[1]!.xmins[0], seen[0]!.xmins[0]);
+  });
+
+  test('does not hold a full batch: it goes on a free writer at once', { skip: needsPostgres }, async () => {
+    const run = runner({ writers: 2, maxBatch: 3, stallMs: 60_000 });
+    const ctxs = await callers(4);
+    const first = gated();
+    const held = run(ctxs[0]!, BATCHED_PLAIN, first.body);
+    const behind = ctxs.slice(1).map((ctx) => run(ctx, BATCHED_PLAIN, plain));
+    await within10s(behind, 'the full batch behind a batch in flight'); // the first is still in flight
+    assert.deepEqual((await Promise.all(ctxs.map(left))).map((s) => s.changes), [0, 1, 1, 1]);
+    first.open();
+    await held;
+  });
+
+  test('holds nothing once it is older than stallMs (it may be waiting for a lock): the runs behind it go on another writer', { skip: needsPostgres }, async () => {
+    const run = runner({ writers: 2, stallMs: 30 });
+    const ctxs = await callers(3);
+    const first = gated();
+    const held = run(ctxs[0]!, BATCHED_PLAIN, first.body);
+    await within10s(ctxs.slice(1).map((ctx) => run(ctx, BATCHED_PLAIN, plain)), 'the runs behind a stalled batch'); // the first is still in flight
+    const seen = await Promise.all(ctxs.map(left));
+    assert.deepEqual(seen.map((s) => s.changes), [0, 1, 1]);
+    assert.equal(new Set(seen.slice(1).flatMap((s) => s.xmins)).size, 1, 'the two behind it as one batch');
+    first.open();
+    await held;
   });
 });

@@ -1,8 +1,10 @@
 // Natural batching of the hot writes (docs/architecture.md, "A batch"): concurrent runs of a
-// batched use case share one transaction and one commit. There is no timer: a writer takes
-// everything queued when it is free, so a lone run goes at once, alone, and a batch only grows
-// while earlier commits are in flight. On this hardware a write's cost is per statement and per
-// transaction, not per row (docs/performance.md), and the commit's WAL flush is most of it.
+// batched use case share one transaction and one commit. A run that finds no batch in flight goes
+// at once (alone, if nothing else is queued); one that arrives while a batch is in flight waits
+// for the next, which starts when a batch ends, or at once when a full batch is waiting, or when
+// every batch in flight has taken longer than stallMs (it may be waiting for a lock). So a
+// batch grows only under load, and there is no timer on the way of a lone run. On this hardware
+// a write's cost is per statement and per transaction, not per row (docs/performance.md).
 //
 // Inside a batch every run keeps the runner's promises, item by item:
 //   - the callers' user and session rows are locked FOR KEY SHARE in one statement for all of
@@ -44,7 +46,7 @@ export interface RunnerParts {
 export type RunAlone = (ctx: RequestContext, uc: UseCase, body: UseCaseBody<unknown>, alone?: AloneForm<unknown>) => Promise<unknown>;
 
 export interface BatchSettings {
-  /** Batches in flight at once; at least two, so that one stalled batch does not stop the writes. */
+  /** Batches in flight at most; at least two, so that one stalled batch does not stop the writes. */
   writers: number;
   /** The most runs in one batch. */
   maxBatch: number;
@@ -52,9 +54,18 @@ export interface BatchSettings {
   maxQueue: number;
   /** How long a batch waits for a row lock (PostgreSQL) before its waiting run goes alone. */
   lockTimeoutMs: number;
+  /**
+   * How long a batch in flight holds the runs queued behind it for the next batch, unless a full
+   * batch is waiting. Holding them is what keeps batches large: a writer that took whatever was
+   * queued the moment it was free made a tenth of POST /tasks at 50 connections batches of one,
+   * each costing PostgreSQL about three times a batched run (docs/performance.md, 2026-11-30).
+   * A batch in flight longer than this is likely waiting for a row lock (up to lockTimeoutMs) or
+   * on an overloaded machine, and the runs behind it go on another writer.
+   */
+  stallMs: number;
 }
 
-export const DEFAULT_BATCHING: BatchSettings = { writers: 2, maxBatch: 32, maxQueue: 2000, lockTimeoutMs: 200 };
+export const DEFAULT_BATCHING: BatchSettings = { writers: 2, maxBatch: 32, maxQueue: 2000, lockTimeoutMs: 200, stallMs: 25 };
 
 /**
  * The batching a database gets. On PostgreSQL a batch spends most of its time waiting for its
@@ -93,7 +104,10 @@ class RollBack extends Error {}
 
 export class Batcher {
   private readonly queue: Item[] = [];
-  private inFlight = 0;
+  /** When each batch in flight started (performance.now()). */
+  private readonly started: number[] = [];
+  /** Pumps again when the youngest batch in flight turns stallMs old, while runs are held. */
+  private stallTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly parts: RunnerParts,
@@ -112,9 +126,20 @@ export class Batcher {
     });
   }
 
-  /** Starts a batch on every free writer, each taking what is queued (one run per key). */
+  /**
+   * Starts a batch on every free writer, each taking what is queued (one run per key), unless a
+   * batch started less than stallMs ago is in flight and no full batch is waiting: then the
+   * queued runs wait for the next batch.
+   */
   private pump(): void {
-    while (this.inFlight < this.settings.writers && this.queue.length > 0) {
+    while (this.started.length < this.settings.writers && this.queue.length > 0) {
+      if (this.queue.length < this.settings.maxBatch && this.holdFor() > 0) {
+        this.stallTimer ??= setTimeout(() => {
+          this.stallTimer = undefined;
+          this.pump();
+        }, this.holdFor()).unref();
+        return;
+      }
       const batch: Item[] = [];
       const keys = new Set<string>();
       for (let i = 0; i < this.queue.length && batch.length < this.settings.maxBatch; ) {
@@ -127,12 +152,19 @@ export class Batcher {
         batch.push(item);
         this.queue.splice(i, 1);
       }
-      this.inFlight++;
+      const start = performance.now();
+      this.started.push(start);
       void this.runBatch(batch).finally(() => {
-        this.inFlight--;
+        this.started.splice(this.started.indexOf(start), 1);
         this.pump();
       });
     }
+  }
+
+  /** How much longer (ms) the youngest batch in flight holds what is queued; 0 when none does. */
+  private holdFor(): number {
+    if (this.started.length === 0) return 0;
+    return Math.max(0, Math.max(...this.started) + this.settings.stallMs - performance.now());
   }
 
   /** A run on its own; `first`: it goes alone at once, not again after a batch rolled back, so its one-statement form may serve. */
