@@ -22,6 +22,7 @@ import { isUnavailableError } from '../src/db/database.js';
 import { APP_ROLE, createPostgresDatabase } from '../src/db/postgres.js';
 import { TcpProxy } from './helpers/tcp-proxy.js';
 import { needsPostgres } from './helpers/server.js';
+import { sleep } from './helpers/sockets.js';
 
 const h = useTestDatabase();
 const commits = new CommitSignal();
@@ -370,7 +371,7 @@ describe('a batch in flight', () => {
   const settledSoon = async (promises: Array<Promise<unknown>>, ms: number) => {
     const done = promises.map(() => false);
     promises.forEach((p, i) => void p.then(() => (done[i] = true), () => (done[i] = true)));
-    await new Promise((r) => setTimeout(r, ms));
+    await sleep(ms);
     return done;
   };
 

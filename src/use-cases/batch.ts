@@ -74,7 +74,9 @@ export const DEFAULT_BATCHING: BatchSettings = { writers: 2, maxBatch: 32, maxQu
  * the bare app (median of nine rounds) against 1.10× with two; eight made batches half as large
  * and cost PostgreSQL a quarter more CPU a request, 0.88–0.97× (docs/performance.md). PGlite
  * has one connection: a batch formed while another holds it only waits, smaller than it would
- * have grown.
+ * have grown. Since a batch in flight holds what queues behind it (stallMs), a second batch
+ * starts only when a full one waits or one stalls, and two writers measured as four did
+ * (docs/performance.md, 2026-11-30, later); four stay for the stalls.
  */
 export const batchingFor = (kind: Database['kind']): BatchSettings => (kind === 'postgres' ? { ...DEFAULT_BATCHING, writers: 4 } : DEFAULT_BATCHING);
 
@@ -104,7 +106,7 @@ class RollBack extends Error {}
 
 export class Batcher {
   private readonly queue: Item[] = [];
-  /** When each batch in flight started (performance.now()). */
+  /** When each batch in flight started (performance.now()), oldest first: each is pushed as it starts. */
   private readonly started: number[] = [];
   /** Pumps again when the youngest batch in flight turns stallMs old, while runs are held. */
   private stallTimer: NodeJS.Timeout | undefined;
@@ -133,11 +135,12 @@ export class Batcher {
    */
   private pump(): void {
     while (this.started.length < this.settings.writers && this.queue.length > 0) {
-      if (this.queue.length < this.settings.maxBatch && this.holdFor() > 0) {
+      const hold = this.queue.length < this.settings.maxBatch ? this.holdFor() : 0;
+      if (hold > 0) {
         this.stallTimer ??= setTimeout(() => {
           this.stallTimer = undefined;
           this.pump();
-        }, this.holdFor()).unref();
+        }, hold).unref();
         return;
       }
       const batch: Item[] = [];
@@ -163,8 +166,8 @@ export class Batcher {
 
   /** How much longer (ms) the youngest batch in flight holds what is queued; 0 when none does. */
   private holdFor(): number {
-    if (this.started.length === 0) return 0;
-    return Math.max(0, Math.max(...this.started) + this.settings.stallMs - performance.now());
+    const youngest = this.started.at(-1);
+    return youngest === undefined ? 0 : Math.max(0, youngest + this.settings.stallMs - performance.now());
   }
 
   /** A run on its own; `first`: it goes alone at once, not again after a batch rolled back, so its one-statement form may serve. */
