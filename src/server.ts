@@ -14,6 +14,7 @@ import { SIGNING_KEY_FILE } from './modules/audit/evidence/signing-key.loader.js
 import { embeddedSecretsBeside, JWT_SECRET_FILE, secretsDir } from './secrets.js';
 import { lockDataDir } from './ops/data-dir-lock.js';
 import { maintenanceLoop } from './ops/maintenance.js';
+import { countRequests } from './process/request-gauge.js';
 import { createApp, createDeps } from './runtime.js';
 
 const SHUTDOWN_DEADLINE_MS = 10_000;
@@ -156,6 +157,8 @@ async function main(): Promise<void> {
     inFlight.add(res);
     res.on('close', () => inFlight.delete(res));
   });
+  // The audit scans give way while other requests are in progress (process/request-gauge.ts).
+  countRequests(app.server);
 
   const address = await app.listen({ port: config.port, host: config.host });
   maintenance.start();

@@ -120,6 +120,8 @@ export interface VerifyOptions {
   /** Records waiting this long for their seal, with none made meanwhile, mean sealing has stopped: they are not checked (sealing-status.service.ts). */
   sealStallMs?: number;
   onProgress?: (checked: number, total: number) => void;
+  /** Awaited between two chunks of the seal: the API's scans give way to the other users there (scan.worker.ts). */
+  betweenChunks?: () => Promise<void>;
 }
 
 export interface ReadPlan {
@@ -272,6 +274,7 @@ class TreeRebuild {
       this.opts.onProgress?.(seq, total);
       // Let the service answer between chunks (PGlite has one connection and one thread).
       await new Promise((r) => setImmediate(r));
+      await this.opts.betweenChunks?.();
     }
     return undefined;
   }

@@ -23,6 +23,7 @@ import { createQueryServer, errorFromWire, errorToWire, type QueryAnswer, type Q
 import { DomainError, type DomainErrorDetails, type ErrorKind } from '../../../domain/errors.js';
 import { moduleWorker } from '../../../process/module-worker.js';
 import { youngCollection } from '../../../process/full-collection.js';
+import { requestGauge, scanEnded, scanStarted } from '../../../process/request-gauge.js';
 import type { AuditFilters } from '../audit.repository.js';
 import type { ExportFormat } from './export.stream.js';
 import type { ReadPlan, VerifyReport } from './log.verifier.js';
@@ -54,6 +55,8 @@ export interface ExportJob {
 export interface ScanWorkerData {
   /** PostgreSQL: the worker's own connections; none: its statements come to this thread. */
   access?: Database['threadAccess'];
+  /** The process's request gauge (process/request-gauge.ts): the scan gives way while others wait. */
+  gauge: SharedArrayBuffer;
 }
 
 /** Messages to a worker. */
@@ -158,9 +161,13 @@ class ScanWorker {
   run(first: ToWorker, handle: (m: FromWorker) => void, done: () => void): void {
     clearTimeout(this.idleTimer);
     this.worker.ref();
+    scanStarted();
     this.handler = (m) => {
       const last = ENDS_JOB.has(m.type);
-      if (last) this.handler = undefined;
+      if (last) {
+        this.handler = undefined;
+        scanEnded();
+      }
       handle(m);
       if (last) done();
     };
@@ -206,7 +213,7 @@ export function createScanPool(db: Database, options: { size: number; onWarning?
   const all = new Set<ScanWorker>();
   let closed = false;
   const embedded = db.kind === 'pglite';
-  const data: ScanWorkerData = db.threadAccess ? { access: db.threadAccess } : {};
+  const data: ScanWorkerData = { ...(db.threadAccess ? { access: db.threadAccess } : {}), gauge: requestGauge.buffer as SharedArrayBuffer };
   /** The workers' statements on PGlite, run here as a background job (none come on PostgreSQL). */
   const queries = createQueryServer(db, PGLITE_SCAN_SHARE);
 

@@ -14,6 +14,8 @@ import { exportAuditLog } from './export.stream.js';
 import type { ExportJob, FromWorker, ScanWorkerData, ToWorker, VerifyJob } from './scan.pool.js';
 import { parseVerifierKey } from '../../../tlog/signed-note.js';
 import { verifyDatabase } from './log.verifier.js';
+import { gaugeOn, givingWay } from '../../../process/request-gauge.js';
+
 
 /** The lowest priority: the scan runs on the CPU time that nothing else wants. */
 const SCAN_NICE = 19;
@@ -27,7 +29,7 @@ if (process.platform === 'linux') {
 
 const port = parentPort!;
 const post = (m: FromWorker, transfer?: ArrayBuffer[]) => port.postMessage(m, transfer);
-const { access } = workerData as ScanWorkerData;
+const { access, gauge } = workerData as ScanWorkerData;
 const remote = access ? undefined : remoteQueryable((request) => post(request));
 /**
  * A scan's own connections, at most four: two for its prepared reads (the one being checked or
@@ -40,6 +42,7 @@ const database = access
     })
   : undefined;
 const db: Queryable = database ?? remote!.db;
+const others = gaugeOn(gauge);
 
 /** Jobs under way: one at a time (the pool gives a worker one job at once). */
 let running = 0;
@@ -89,6 +92,7 @@ async function verify(o: VerifyJob): Promise<void> {
       ...(o.sealStallMs !== undefined ? { sealStallMs: o.sealStallMs } : {}),
       ...(o.external !== undefined ? { external: o.external } : {}),
       ...(o.reads ? { reads: o.reads } : {}),
+      betweenChunks: givingWay(others),
       ...(o.progress ? { onProgress: (checked: number, total: number) => post({ type: 'progress', checked, total }) } : {}),
     });
     post({ type: 'report', report });
@@ -150,10 +154,12 @@ async function exportLog(o: ExportJob, window: number): Promise<void> {
         })
     : undefined;
   const parts = exportAuditLog(db, { filters: o.filters, format: o.format, chunk: o.chunk, block: o.block, ahead: o.ahead, ...(stillEntitled ? { stillEntitled } : {}), ...(o.witnessPolicy !== undefined ? { witnessPolicy: o.witnessPolicy } : {}) });
+  const giveWay = givingWay(others);
   try {
     for (;;) {
       while (credit <= 0 && !cancelled) await new Promise<void>((resolve) => (wake = resolve));
       if (cancelled) break;
+      await giveWay();
       const step = await parts.next();
       if (step.done) break;
       const bytes = ownBytes(step.value);

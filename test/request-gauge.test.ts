@@ -1,0 +1,110 @@
+// The request gauge (src/process/request-gauge.ts): requests in progress, counted on a real
+// HTTP server from arrival until the response closes, the audit scans' own apart; and the
+// pauses a scan takes between chunks while other requests wait (its pace halves), with none
+// while the service is otherwise idle.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { test } from 'node:test';
+import { MAX_PAUSE_MS, countRequests, givingWay, othersWaiting, scanEnded, scanStarted, type PauseClock, type RequestGauge } from '../src/process/request-gauge.js';
+
+const newGauge = (): RequestGauge => new Int32Array(new SharedArrayBuffer(8));
+
+test('a request counts from its arrival until its response closes, sent or abandoned; a scan\'s own does not', async () => {
+  const gauge = newGauge();
+  const held: ServerResponse[] = [];
+  const arrived: Array<() => void> = [];
+  const server = createServer((_req, res) => {
+    held.push(res);
+    arrived.shift()?.();
+  });
+  countRequests(server, gauge);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  const arrival = () => new Promise<void>((resolve) => arrived.push(resolve));
+  try {
+    assert.equal(othersWaiting(gauge), false, 'nothing in progress');
+
+    // One request in progress, which is a scan's: nobody else waits.
+    let came = arrival();
+    const scan = fetch(url);
+    await came;
+    scanStarted(gauge);
+    assert.equal(othersWaiting(gauge), false, 'the scan\'s own request is not one it gives way to');
+
+    // Another user's request arrives: the scan gives way until it is answered.
+    came = arrival();
+    const other = fetch(url);
+    await came;
+    assert.equal(othersWaiting(gauge), true);
+    held[1]!.end('done');
+    assert.equal(await (await other).text(), 'done');
+    for (let i = 0; i < 50 && othersWaiting(gauge); i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(othersWaiting(gauge), false, 'an answered request no longer counts');
+
+    // A client that goes before its answer: its request stops counting too.
+    const gone = new AbortController();
+    came = arrival();
+    const abandoned = fetch(url, { signal: gone.signal }).catch(() => 'aborted');
+    await came;
+    assert.equal(othersWaiting(gauge), true);
+    gone.abort();
+    assert.equal(await abandoned, 'aborted');
+    for (let i = 0; i < 50 && othersWaiting(gauge); i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(othersWaiting(gauge), false, 'a request whose client went no longer counts');
+
+    scanEnded(gauge);
+    held[0]!.end('report');
+    assert.equal(await (await scan).text(), 'report');
+    for (let i = 0; i < 50 && Atomics.load(gauge, 0) !== 0; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.deepEqual([...gauge], [0, 0], 'every count returns to zero');
+  } finally {
+    for (const res of held) if (!res.writableEnded) res.end();
+    server.close();
+  }
+});
+
+/** A clock the test moves by hand; sleeping moves it too, and each sleep is recorded. */
+function manualClock(): PauseClock & { advance(ms: number): void; slept: number[] } {
+  let t = 1000;
+  const slept: number[] = [];
+  return {
+    now: () => t,
+    sleep: async (ms) => {
+      slept.push(ms);
+      t += ms;
+    },
+    advance: (ms) => {
+      t += ms;
+    },
+    slept,
+  };
+}
+
+test('while others wait, a scan pauses as long as it worked since its last pause, at most MAX_PAUSE_MS', async () => {
+  const gauge = newGauge();
+  const clock = manualClock();
+  const pause = givingWay(gauge, clock);
+
+  clock.advance(40);
+  await pause();
+  assert.deepEqual(clock.slept, [], 'no pause while nobody else waits');
+
+  Atomics.store(gauge, 0, 3); // three requests in progress, none of them a scan
+  clock.advance(30);
+  await pause();
+  clock.advance(70);
+  await pause();
+  assert.deepEqual(clock.slept, [30, 70], 'each pause as long as the work before it, the pause before not counted as work');
+
+  clock.advance(10_000);
+  await pause();
+  assert.equal(clock.slept.at(-1), MAX_PAUSE_MS, 'a long stretch of work pauses at most MAX_PAUSE_MS');
+
+  Atomics.store(gauge, 1, 3); // the three are scans: nobody else waits
+  clock.advance(50);
+  await pause();
+  assert.equal(clock.slept.length, 3, 'scans do not give way to each other');
+});
