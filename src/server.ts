@@ -15,6 +15,7 @@ import { embeddedSecretsBeside, JWT_SECRET_FILE, secretsDir } from './secrets.js
 import { lockDataDir } from './ops/data-dir-lock.js';
 import { maintenanceLoop } from './ops/maintenance.js';
 import { countRequests } from './process/request-gauge.js';
+import { SOCKET_IO_PATH } from './realtime/realtime.js';
 import { createApp, createDeps } from './runtime.js';
 
 const SHUTDOWN_DEADLINE_MS = 10_000;
@@ -158,7 +159,7 @@ async function main(): Promise<void> {
     res.on('close', () => inFlight.delete(res));
   });
   // The audit scans give way while other requests are in progress (process/request-gauge.ts).
-  countRequests(app.server);
+  countRequests(app.server, SOCKET_IO_PATH);
 
   const address = await app.listen({ port: config.port, host: config.host });
   maintenance.start();

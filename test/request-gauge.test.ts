@@ -1,7 +1,7 @@
 // The request gauge (src/process/request-gauge.ts): requests in progress, counted on a real
-// HTTP server from arrival until the response closes, the audit scans' own apart; and the
-// pauses a scan takes between chunks while other requests wait (its pace halves), with none
-// while the service is otherwise idle.
+// HTTP server from arrival until the response closes, the audit scans' own and Socket.IO's long
+// polls apart; and the pauses a scan takes between chunks while other requests wait (its pace
+// halves), with none while the service is otherwise idle.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
@@ -19,7 +19,7 @@ test('a request counts from its arrival until its response closes, sent or aband
     held.push(res);
     arrived.shift()?.();
   });
-  countRequests(server, gauge);
+  countRequests(server, '/socket.io', gauge);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
@@ -27,8 +27,14 @@ test('a request counts from its arrival until its response closes, sent or aband
   try {
     assert.equal(othersWaiting(gauge), false, 'nothing in progress');
 
-    // One request in progress, which is a scan's: nobody else waits.
+    // A Socket.IO long poll waits for events: a scan does not give way to it.
     let came = arrival();
+    const poll = fetch(`${url}socket.io/?EIO=4&transport=polling`);
+    await came;
+    assert.equal(othersWaiting(gauge), false, 'a long poll is not counted');
+
+    // One request in progress, which is a scan's: nobody else waits.
+    came = arrival();
     const scan = fetch(url);
     await came;
     scanStarted(gauge);
@@ -39,7 +45,7 @@ test('a request counts from its arrival until its response closes, sent or aband
     const other = fetch(url);
     await came;
     assert.equal(othersWaiting(gauge), true);
-    held[1]!.end('done');
+    held[2]!.end('done');
     assert.equal(await (await other).text(), 'done');
     for (let i = 0; i < 50 && othersWaiting(gauge); i++) await new Promise((r) => setTimeout(r, 10));
     assert.equal(othersWaiting(gauge), false, 'an answered request no longer counts');
@@ -56,8 +62,10 @@ test('a request counts from its arrival until its response closes, sent or aband
     assert.equal(othersWaiting(gauge), false, 'a request whose client went no longer counts');
 
     scanEnded(gauge);
-    held[0]!.end('report');
+    held[1]!.end('report');
     assert.equal(await (await scan).text(), 'report');
+    held[0]!.end('poll');
+    assert.equal(await (await poll).text(), 'poll');
     for (let i = 0; i < 50 && Atomics.load(gauge, 0) !== 0; i++) await new Promise((r) => setTimeout(r, 10));
     assert.deepEqual([...gauge], [0, 0], 'every count returns to zero');
   } finally {

@@ -21,9 +21,15 @@ export const requestGauge: RequestGauge = new Int32Array(new SharedArrayBuffer(2
 /** The same gauge on the other side of a thread boundary (its buffer crosses in workerData). */
 export const gaugeOn = (buffer: SharedArrayBuffer): RequestGauge => new Int32Array(buffer);
 
-/** Counts every request `server` answers, from its arrival until its response closes (sent, or its client gone). */
-export function countRequests(server: Server, gauge: RequestGauge = requestGauge): void {
-  server.on('request', (_req, res) => {
+/**
+ * Counts every request `server` answers, from its arrival until its response closes (sent, or
+ * its client gone), but those under `waitingPath`: a Socket.IO long poll waits for events, not
+ * for the CPU, and one open would otherwise slow every scan for as long as it lasts.
+ */
+export function countRequests(server: Server, waitingPath: string, gauge: RequestGauge = requestGauge): void {
+  const waiting = `${waitingPath}/`;
+  server.on('request', (req, res) => {
+    if (req.url?.startsWith(waiting)) return;
     Atomics.add(gauge, REQUESTS, 1);
     res.once('close', () => Atomics.sub(gauge, REQUESTS, 1));
   });

@@ -29,6 +29,9 @@ import { callerAddress, socketContexts } from './socket-context.js';
 import { SocketSlots } from './socket-slots.js';
 import type { RealtimeServer } from './sockets.js';
 
+/** Where Socket.IO answers (its handshake, long polling and WebSocket upgrades). */
+export const SOCKET_IO_PATH = '/socket.io';
+
 /** Above it Socket.IO closes the connection (docs/api.md section 6). */
 export const MAX_HTTP_BUFFER_SIZE = 1024 * 1024;
 
@@ -41,7 +44,7 @@ export function attachRealtime(app: FastifyInstance, deps: Deps, services: Servi
   const instanceId = randomUUID();
   const instances = linkInstances(redis, config.redisKeyPrefix, log);
   const io: RealtimeServer = new Server(app.server, {
-    path: '/socket.io',
+    path: SOCKET_IO_PATH,
     maxHttpBufferSize: MAX_HTTP_BUFFER_SIZE,
     serveClient: true,
     ...(instances.adapter ? { adapter: instances.adapter } : {}),
