@@ -7,9 +7,14 @@ import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
+import { sleep } from './helpers/sockets.js';
 import { MAX_PAUSE_MS, countRequests, givingWay, othersWaiting, scanEnded, scanStarted, type PauseClock, type RequestGauge } from '../src/process/request-gauge.js';
 
 const newGauge = (): RequestGauge => new Int32Array(new SharedArrayBuffer(8));
+/** A response's 'close' comes after its client has read it: give it up to half a second. */
+const until = async (done: () => boolean) => {
+  for (let i = 0; i < 50 && !done(); i++) await sleep(10);
+};
 
 test('a request counts from its arrival until its response closes, sent or abandoned; a scan\'s own does not', async () => {
   const gauge = newGauge();
@@ -47,7 +52,7 @@ test('a request counts from its arrival until its response closes, sent or aband
     assert.equal(othersWaiting(gauge), true);
     held[2]!.end('done');
     assert.equal(await (await other).text(), 'done');
-    for (let i = 0; i < 50 && othersWaiting(gauge); i++) await new Promise((r) => setTimeout(r, 10));
+    await until(() => !othersWaiting(gauge));
     assert.equal(othersWaiting(gauge), false, 'an answered request no longer counts');
 
     // A client that goes before its answer: its request stops counting too.
@@ -58,7 +63,7 @@ test('a request counts from its arrival until its response closes, sent or aband
     assert.equal(othersWaiting(gauge), true);
     gone.abort();
     assert.equal(await abandoned, 'aborted');
-    for (let i = 0; i < 50 && othersWaiting(gauge); i++) await new Promise((r) => setTimeout(r, 10));
+    await until(() => !othersWaiting(gauge));
     assert.equal(othersWaiting(gauge), false, 'a request whose client went no longer counts');
 
     scanEnded(gauge);
@@ -66,7 +71,7 @@ test('a request counts from its arrival until its response closes, sent or aband
     assert.equal(await (await scan).text(), 'report');
     held[0]!.end('poll');
     assert.equal(await (await poll).text(), 'poll');
-    for (let i = 0; i < 50 && Atomics.load(gauge, 0) !== 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await until(() => Atomics.load(gauge, 0) === 0);
     assert.deepEqual([...gauge], [0, 0], 'every count returns to zero');
   } finally {
     for (const res of held) if (!res.writableEnded) res.end();

@@ -48,7 +48,7 @@ export const othersWaiting = (gauge: RequestGauge): boolean => Atomics.load(gaug
  * and so does what it takes of the CPU, its PostgreSQL backend's included. With no other
  * request in progress it does not pause.
  */
-export const GIVE_WAY = 1;
+const GIVE_WAY = 1;
 export const MAX_PAUSE_MS = 250;
 
 export interface PauseClock {

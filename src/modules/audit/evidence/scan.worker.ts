@@ -16,7 +16,6 @@ import { parseVerifierKey } from '../../../tlog/signed-note.js';
 import { verifyDatabase } from './log.verifier.js';
 import { gaugeOn, givingWay } from '../../../process/request-gauge.js';
 
-
 /** The lowest priority: the scan runs on the CPU time that nothing else wants. */
 const SCAN_NICE = 19;
 if (process.platform === 'linux') {
