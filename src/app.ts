@@ -124,7 +124,7 @@ export async function buildApp(deps: Deps, services: Services) {
       await api.register(postsRoutes, { posts: services.posts });
       await api.register(messagesRoutes, { messages: services.messages });
       await api.register(notificationsRoutes, { notifications: services.notifications });
-      await api.register(auditRoutes, { audit: services.audit, evidence: services.evidence, maxConcurrentScans: config.maxConcurrentAuditScans, scanPause: deps.testHooks?.whileScanHolds });
+      await api.register(auditRoutes, { audit: services.audit, evidence: services.evidence, maxConcurrentScans: config.maxConcurrentAuditScans, scanPause: deps.testHooks?.whileScanHolds, scanCollector: deps.testHooks?.scanCollector });
       api.get('/openapi.json', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
         reply.header('cache-control', 'public, max-age=300');
         return app.swagger();

@@ -48,4 +48,6 @@ export interface TestHooks {
   onHandshakeSessionLookup?: () => void;
   /** Awaited while an audit scan holds its slot, before it reads anything (http/scan-slots.ts): a test holds scans open. */
   whileScanHolds?: (kind: 'export' | 'verify') => Promise<void>;
+  /** The full collections run once the last audit scan ends (http/scan-slots.ts), in place of the process's own spacing. */
+  scanCollector?: { collect(): boolean; waitMs(): number };
 }

@@ -1,13 +1,17 @@
 // An export streams for as long as its reader takes; the right it began with is checked again
 // before each block it reads, so a demoted ADMIN or a revoked session stops it at once instead
 // of receiving the rest of the log (evidence.service.ts).
+// In the PostgreSQL pass only: the check is above the database, the same on both, and the 80 MB
+// this needs (RECORDS below) took over a minute through embedded PGlite on a loaded CI machine.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { test } from 'node:test';
 import type { Session } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
+import { onPostgres } from './helpers/server.js';
 
 const h = useTestServer();
+const skip = onPostgres ? false : 'streams 80 MB: PostgreSQL pass only (see the top of this file)';
 /**
  * Records appended behind the service's back, each with 3 KB of metadata: some 80 MB of NDJSON
  * (a line holds the metadata twice), more than twice what the loopback socket buffers can hold,
@@ -18,6 +22,7 @@ const h = useTestServer();
 const RECORDS = 12_000;
 
 h.before(async () => {
+  if (skip) return;
   await h.server.owner.query(
     `INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
      SELECT NULL, 'CREATE_TASK', 'TASK', g, 'SUCCESS', jsonb_build_object('filler', repeat('x', 3000)), '10.0.0.1', 'revocation-test', 'fill-' || g
@@ -63,7 +68,7 @@ const lastType = (o: Outcome) => (JSON.parse(o.lines.at(-1)!) as { type?: string
 /** Whether any line is the checkpoint line (a cut-off response may end in half a line). */
 const hasCheckpoint = (o: Outcome) => o.lines.some((l) => l.startsWith('{"type":"checkpoint"'));
 
-test('control: an ADMIN who keeps the right, paused the same way, gets the whole log and its checkpoint line', async () => {
+test('control: an ADMIN who keeps the right, paused the same way, gets the whole log and its checkpoint line', { skip }, async () => {
   const admin = await h.newUser({ role: 'ADMIN' });
   const o = await pausedExport(admin, async () => {});
   assert.equal(o.status, 200);
@@ -72,7 +77,7 @@ test('control: an ADMIN who keeps the right, paused the same way, gets the whole
   assert.ok(o.lines.length > RECORDS, `${o.lines.length} lines`);
 });
 
-test('an ADMIN demoted while the export streams: it stops, short of the log and without its checkpoint line', async () => {
+test('an ADMIN demoted while the export streams: it stops, short of the log and without its checkpoint line', { skip }, async () => {
   const admin = await h.newUser({ role: 'ADMIN' });
   const o = await pausedExport(admin, async () => {
     const res = await h.admin.client.put(`/api/v1/users/${admin.id}/role`, { role: 'USER' }, { token: h.admin.token });
@@ -84,7 +89,7 @@ test('an ADMIN demoted while the export streams: it stops, short of the log and 
   assert.ok(o.lines.length < RECORDS, `${o.lines.length} lines reached a demoted ADMIN`);
 });
 
-test('a session logged out while the export streams: it stops too', async () => {
+test('a session logged out while the export streams: it stops too', { skip }, async () => {
   const admin = await h.newUser({ role: 'ADMIN' });
   const o = await pausedExport(admin, async () => {
     const res = await admin.client.post('/api/v1/auth/logout', undefined, { token: admin.token });

@@ -3,13 +3,15 @@
 // when its scan ends, fails, or its client goes mid-export; teamlog_audit_scans_running{kind}
 // follows them and each refusal is counted in teamlog_requests_limited_total{limit="audit_scans"};
 // once the last running scan has ended, the instance runs one full garbage collection (spaced at
-// least a second apart: full-collection.test.ts).
+// least a second apart: full-collection.test.ts). The server here spaces them a second apart, or
+// as long as one took, instead of 50 times that: on a loaded machine a collection took over
+// half a second, and the waits for the spacing alone took this test past a minute.
 // Scans are held open with the test hook of src/http/scan-slots.ts (TestHooks.whileScanHolds).
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import type { ScanKind } from '../src/http/scan-slots.js';
-import { fullCollection } from '../src/process/full-collection.js';
+import { spacedCollector } from '../src/process/full-collection.js';
 import { assertProblem, type Response } from './helpers/client.js';
 import { useTestServer } from './helpers/harness.js';
 import type { TestServer } from './helpers/server.js';
@@ -19,9 +21,10 @@ import { limitedCount } from './helpers/limits.js';
 const MAX = 2;
 /** What the server awaits while a scan holds its slot: set by holdFirst, cleared after each test. */
 const scanPause: { whileHolding?: (kind: ScanKind) => Promise<void> } = {};
+const fullCollection = spacedCollector({ maxShare: 1, minIntervalMs: 1000 });
 const h = useTestServer({
   env: { MAX_CONCURRENT_AUDIT_SCANS: String(MAX), RATE_LIMIT_PER_MINUTE: '0' },
-  hooks: { whileScanHolds: async (kind) => scanPause.whileHolding?.(kind) },
+  hooks: { whileScanHolds: async (kind) => scanPause.whileHolding?.(kind), scanCollector: fullCollection },
 });
 
 const EXPORT = '/api/v1/audit-logs/export';

@@ -5,7 +5,7 @@
 // fails, or (an export) its client goes. Per instance: it is this instance's time that a scan
 // takes, and a client refused here may be served by another. When the last running scan ends,
 // the instance runs a full garbage collection (process/full-collection.ts).
-import { fullCollection } from '../process/full-collection.js';
+import { fullCollection, type Collector } from '../process/full-collection.js';
 import { rateLimitedAnswer } from './errors.js';
 
 export type ScanKind = 'export' | 'verify';
@@ -29,7 +29,11 @@ export interface ScanMetrics {
   auditScansRunning: { inc(labels: { kind: ScanKind }): void; dec(labels: { kind: ScanKind }): void };
 }
 
-export function createScanSlots(max: number, metrics: ScanMetrics, pause?: (kind: ScanKind) => Promise<void>): ScanSlots {
+/**
+ * `pause`: a test's (see ScanSlots.holding); `collector`: the full collections once the last
+ * scan ends (the process's in production).
+ */
+export function createScanSlots(max: number, metrics: ScanMetrics, pause?: (kind: ScanKind) => Promise<void>, collector: Collector = fullCollection): ScanSlots {
   let running = 0;
   return {
     holding: async (kind) => {
@@ -53,7 +57,7 @@ export function createScanSlots(max: number, metrics: ScanMetrics, pause?: (kind
         metrics.auditScansRunning.dec({ kind });
         // What the scans left for a full collection goes now, not once V8 gets to it
         // (process/full-collection.ts says why): once the last of them has ended, after this turn.
-        if (running === 0) setImmediate(() => running === 0 && fullCollection.collect());
+        if (running === 0) setImmediate(() => running === 0 && collector.collect());
       };
     },
   };

@@ -22,10 +22,14 @@ function takeGc(): Gc | undefined {
   }
 }
 
-/** The largest share of the instance's time that collections may take. */
-const MAX_SHARE = 0.02;
-/** The shortest time between two collections, ms. */
-const MIN_INTERVAL_MS = 1000;
+/** How far apart collections are: at least minIntervalMs, and far enough for them to take at most maxShare of the time. */
+export interface Spacing {
+  maxShare: number;
+  minIntervalMs: number;
+}
+
+/** At most 2% of the instance's time, at least a second apart. */
+const SPACING: Spacing = { maxShare: 0.02, minIntervalMs: 1000 };
 
 export interface Collector {
   /** Runs a full, compacting collection unless the last one was too recent (see the top of this file); answers whether it ran. */
@@ -35,7 +39,7 @@ export interface Collector {
 }
 
 /** A collector over `gc` (none: it never runs) and a clock in milliseconds (performance.now: monotonic). */
-export function createCollector(gc: (() => void) | undefined, clock: () => number = () => performance.now()): Collector {
+export function createCollector(gc: (() => void) | undefined, clock: () => number = () => performance.now(), spacing: Spacing = SPACING): Collector {
   let notBefore = -Infinity;
   return {
     collect() {
@@ -43,7 +47,7 @@ export function createCollector(gc: (() => void) | undefined, clock: () => numbe
       if (!gc || started < notBefore) return false;
       gc();
       const ended = clock();
-      notBefore = ended + Math.max(MIN_INTERVAL_MS, (ended - started) / MAX_SHARE);
+      notBefore = ended + Math.max(spacing.minIntervalMs, (ended - started) / spacing.maxShare);
       return true;
     },
     waitMs: () => Math.max(0, notBefore - clock()),
@@ -54,6 +58,13 @@ const gc = takeGc();
 
 /** The process's collector: the one the audit scans use. */
 export const fullCollection = createCollector(gc);
+
+/**
+ * Another collector over this process's collections, spaced otherwise (TestHooks.scanCollector):
+ * a test that waits for the spacing would otherwise wait 50 times as long as a collection takes,
+ * which a loaded machine stretches to seconds.
+ */
+export const spacedCollector = (spacing: Spacing): Collector => createCollector(gc, undefined, spacing);
 
 /**
  * A young-generation collection, run every few MB of an export's output that a worker thread

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { pageRequest, sendPage } from '../../http/pagination.js';
 import { authedContext } from '../../http/request-context.js';
 import { createScanSlots } from '../../http/scan-slots.js';
+import type { Collector } from '../../process/full-collection.js';
 import { IdParams, errorResponses } from '../../http/schemas.js';
 import { requireAuditor } from './audit.policy.js';
 import { AuditListPage, AuditListQuery, AuditRecord, AuditStats, AuditStatsQuery } from './audit.schemas.js';
@@ -18,9 +19,11 @@ export interface AuditRoutesOptions {
   maxConcurrentScans: number;
   /** A test's pause while a scan holds its slot (Deps.testHooks.whileScanHolds); none in production. */
   scanPause?: (kind: 'export' | 'verify') => Promise<void>;
+  /** A test's full collections after the scans (Deps.testHooks.scanCollector); the process's in production. */
+  scanCollector?: Collector;
 }
 
-export const auditRoutes: FastifyPluginAsyncTypebox<AuditRoutesOptions> = async (app, { audit, evidence, maxConcurrentScans, scanPause }) => {
+export const auditRoutes: FastifyPluginAsyncTypebox<AuditRoutesOptions> = async (app, { audit, evidence, maxConcurrentScans, scanPause, scanCollector }) => {
   // The audit log is for ADMINs only; checked once for every route of this plugin, before the
   // query is validated: anyone else is refused the same way whatever they send.
   app.addHook('preValidation', async (request) => {
@@ -69,7 +72,7 @@ export const auditRoutes: FastifyPluginAsyncTypebox<AuditRoutesOptions> = async 
     },
   });
 
-  registerEvidenceRoutes(app, audit, evidence, createScanSlots(maxConcurrentScans, app.metrics, scanPause));
+  registerEvidenceRoutes(app, audit, evidence, createScanSlots(maxConcurrentScans, app.metrics, scanPause, scanCollector));
 
   app.get('/audit-logs/:id', {
     // The ETag is a hash of the body: a record never changes, but its personal data may be erased.
