@@ -5,6 +5,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { trustedNetworks } from './config.js';
 import type { Deps } from './deps.js';
 import { requestLinesOf } from './logger.js';
+import { requestLogger } from './http/request-logger.js';
 import { API_PREFIX, isApiRequest, registerConventions, requestId, rewriteUrl } from './http/conventions.js';
 import { clientErrorHandler, frameworkErrors, registerErrorHandler } from './http/error-handler.js';
 import { registerIdempotency } from './http/idempotency.js';
@@ -45,6 +46,7 @@ export async function buildApp(deps: Deps, services: Services) {
     loggerInstance: deps.log as FastifyBaseLogger,
     logController: new RequestLog(requestLinesOf(deps.log)),
     genReqId: requestId,
+    childLoggerFactory: requestLogger,
     requestIdHeader: false,
     rewriteUrl: (req) => rewriteUrl(req.url ?? '/'),
     bodyLimit: BODY_LIMIT,
