@@ -22,14 +22,17 @@ class RequestLogger {
     return (this.made ??= this.parent.child(this.bindings));
   }
 
+  /** The logger that answers for the level until the child is made: the child has the parent's. */
+  private get answering(): Logger {
+    return this.made ?? this.parent;
+  }
+
   private write(level: Level, args: unknown[]): void {
-    const current = this.made ?? this.parent;
-    if (!current.isLevelEnabled(level)) return;
-    (this.logger()[level] as Line)(...args);
+    if (this.isLevelEnabled(level)) (this.logger()[level] as Line)(...args);
   }
 
   get level(): string {
-    return (this.made ?? this.parent).level;
+    return this.answering.level;
   }
 
   set level(level: string) {
@@ -37,7 +40,7 @@ class RequestLogger {
   }
 
   isLevelEnabled(level: string): boolean {
-    return (this.made ?? this.parent).isLevelEnabled(level);
+    return this.answering.isLevelEnabled(level);
   }
 
   fatal(...args: unknown[]): void {
