@@ -1,14 +1,14 @@
 // The request gauge (src/process/request-gauge.ts): requests in progress, counted on a real
 // HTTP server from arrival until the response closes, the audit scans' own and Socket.IO's long
-// polls apart; and the pauses a scan takes between chunks while other requests wait (its pace
-// halves), with none while the service is otherwise idle.
+// polls apart; and the pauses a scan takes between chunks while other requests wait (the scans
+// together work one moment in three), with none while the service is otherwise idle.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { sleep } from './helpers/sockets.js';
-import { MAX_PAUSE_MS, countRequests, givingWay, othersWaiting, scanEnded, scanStarted, type PauseClock, type RequestGauge } from '../src/process/request-gauge.js';
+import { MAX_PAUSE_MS, SCANS_ONE_IN, countRequests, givingWay, othersWaiting, scanEnded, scanStarted, type PauseClock, type RequestGauge } from '../src/process/request-gauge.js';
 
 const newGauge = (): RequestGauge => new Int32Array(new SharedArrayBuffer(8));
 /** A response's 'close' comes after its client has read it: give it up to half a second. */
@@ -96,28 +96,39 @@ function manualClock(): PauseClock & { advance(ms: number): void; slept: number[
   };
 }
 
-test('while others wait, a scan pauses as long as it worked since its last pause, at most MAX_PAUSE_MS', async () => {
+test('while others wait, the scans together work one moment in SCANS_ONE_IN, each pausing at most MAX_PAUSE_MS', async () => {
   const gauge = newGauge();
   const clock = manualClock();
   const pause = givingWay(gauge, clock);
+  const inProgress = (requests: number, scans: number) => {
+    Atomics.store(gauge, 0, requests);
+    Atomics.store(gauge, 1, scans);
+  };
 
+  inProgress(1, 1); // the scan's own request alone
   clock.advance(40);
   await pause();
   assert.deepEqual(clock.slept, [], 'no pause while nobody else waits');
 
-  Atomics.store(gauge, 0, 3); // three requests in progress, none of them a scan
+  assert.equal(SCANS_ONE_IN, 3);
+  inProgress(4, 1); // three other requests and the scan's own
   clock.advance(30);
   await pause();
   clock.advance(70);
   await pause();
-  assert.deepEqual(clock.slept, [30, 70], 'each pause as long as the work before it, the pause before not counted as work');
+  assert.deepEqual(clock.slept, [60, 140], 'one scan pauses twice its work (works a third of the time), the pause before not counted as work');
+
+  inProgress(5, 2); // a second scan started: each works a sixth of the time
+  clock.advance(20);
+  await pause();
+  assert.equal(clock.slept.at(-1), 100, 'with two scans, each pauses five times its work');
 
   clock.advance(10_000);
   await pause();
   assert.equal(clock.slept.at(-1), MAX_PAUSE_MS, 'a long stretch of work pauses at most MAX_PAUSE_MS');
 
-  Atomics.store(gauge, 1, 3); // the three are scans: nobody else waits
+  inProgress(3, 3); // the three requests are scans: nobody else waits
   clock.advance(50);
   await pause();
-  assert.equal(clock.slept.length, 3, 'scans do not give way to each other');
+  assert.equal(clock.slept.length, 4, 'scans do not give way to each other');
 });
