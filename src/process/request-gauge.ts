@@ -57,7 +57,7 @@ export const SCANS_ONE_IN = 3;
 export const MAX_PAUSE_MS = 250;
 
 /** How many times its work a scan pauses while others wait, with `scans` scans in progress. */
-export const pauseFactor = (scans: number): number => Math.max(1, scans) * SCANS_ONE_IN - 1;
+const pauseFactor = (scans: number): number => Math.max(1, scans) * SCANS_ONE_IN - 1;
 
 export interface PauseClock {
   now(): number;
