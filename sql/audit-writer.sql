@@ -59,3 +59,56 @@ WITH input AS (
 -- audit-writer.insertPersonalData (planned per call)
 INSERT INTO audit_personal_data (ref, subject_user_id, value, salt)
   SELECT ref, $2::bigint, value, decode(salt, 'hex') FROM unnest($1::text[], $3::text[], $4::text[]) AS p(ref, value, salt);
+
+-- audit-writer.many.createTask (prepared)
+WITH input AS MATERIALIZED (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::text[])
+      WITH ORDINALITY AS i(actor_id, session_id, ip, user_agent, request_id, project_id, title, description, ord)
+  ), caller_user AS MATERIALIZED (
+    SELECT u.id FROM users u WHERE u.id IN (SELECT actor_id FROM input) AND u.active ORDER BY u.id FOR KEY SHARE
+  ), caller_session AS MATERIALIZED (
+    SELECT s.id, s.user_id FROM sessions s
+     WHERE s.id IN (SELECT session_id FROM input) AND s.user_id IN (SELECT id FROM caller_user)
+       AND s.revoked_at IS NULL AND s.expires_at > now()
+     ORDER BY s.id FOR KEY SHARE
+  ), caller AS MATERIALIZED (
+    SELECT i.ord, i.actor_id, i.project_id, i.title, i.description
+      FROM input i JOIN caller_session s ON s.id = i.session_id AND s.user_id = i.actor_id
+  ), project AS MATERIALIZED (
+    SELECT p.id FROM projects p WHERE p.id IN (SELECT project_id FROM caller) ORDER BY p.id FOR KEY SHARE
+  ), membership AS MATERIALIZED (
+    SELECT m.project_id, m.user_id FROM project_members m
+     WHERE (m.project_id, m.user_id) IN (SELECT c.project_id, c.actor_id FROM caller c JOIN project ON project.id = c.project_id)
+     ORDER BY m.project_id, m.user_id FOR SHARE
+  ), new_task AS MATERIALIZED (
+    SELECT nextval('tasks_id_seq') AS id, c.ord, c.project_id, c.title, c.description, c.actor_id
+      FROM caller c JOIN membership m ON m.project_id = c.project_id AND m.user_id = c.actor_id ORDER BY c.ord
+  ), task AS (
+    INSERT INTO tasks (id, project_id, title, description, assignee_id, created_by) OVERRIDING SYSTEM VALUE
+    SELECT id, project_id, title, description, NULL, actor_id FROM new_task ORDER BY id
+    RETURNING id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at
+  ), change AS (
+    SELECT n.ord, t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at, t.id AS resource_id,
+           jsonb_build_object('projectId', t.project_id, 'title', t.title, 'assigneeId', t.assignee_id) AS metadata,
+           -- row_to_json writes compact JSON, as JSON.stringify does (json_build_object adds spaces)
+           json_build_array((SELECT row_to_json(e) FROM (SELECT 'task-created' AS name, 'project:' || t.project_id AS room, (
+             SELECT row_to_json(p) FROM (SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by,
+               to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at, to_char(t.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS updated_at) p
+           ) AS payload) e))::text AS events
+      FROM task t JOIN new_task n ON n.id = t.id
+  ),
+  record_id AS MATERIALIZED (
+    SELECT nextval('audit_log_id_seq') AS id, change.ord FROM change ORDER BY change.ord
+  ), record AS (
+    INSERT INTO audit_log (id, actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+    OVERRIDING SYSTEM VALUE
+    SELECT r.id, i.actor_id, $3, $4, change.resource_id, 'SUCCESS', change.metadata, i.ip, i.user_agent, i.request_id
+      FROM record_id r JOIN change ON change.ord = r.ord JOIN input i ON i.ord = r.ord ORDER BY r.id
+  ), outbox_row AS (
+    INSERT INTO outbox (items) SELECT json_agg(x.item ORDER BY x.ord, x.n) FROM (
+        SELECT change.ord, e.n, e.item FROM change CROSS JOIN LATERAL json_array_elements(change.events::json) WITH ORDINALITY AS e(item, n)
+        UNION ALL
+        SELECT r.ord, 2147483647, json_build_object('name', 'audit-record', 'room', 'admin', 'payload', json_build_object('id', r.id)) FROM record_id r
+      ) x HAVING count(*) > 0
+  )
+  SELECT change.* FROM change;

@@ -2,7 +2,9 @@
 // caller's check, record and outbox row in audit-writer.repository.ts): where it writes, it writes
 // what the use case would have, in one transaction, and the body never runs; wherever the caller
 // is not entitled, or the case is one the SQL leaves to the body, or the statement fails, it
-// writes nothing and the body decides. Runs are submitted one at a time, so each goes alone.
+// writes nothing and the body decides. Runs are submitted one at a time, so each goes alone,
+// except under "runs submitted together": there the first goes alone at once, and the others
+// queue behind it for one batch, which goes as the form for many runs (CREATE_TASK_ALONE.many).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
@@ -13,6 +15,10 @@ import { CREATE_TASK_ALONE, taskOfRow, type TaskRow } from '../src/modules/tasks
 import { insertUser } from '../src/modules/users/users.repository.js';
 import { CommitSignal, type Committed } from '../src/background/commit-signal.js';
 import { createRunner, useCase, type Run } from '../src/use-cases/runner.js';
+import { batchingFor } from '../src/use-cases/batch.js';
+import { presentTask } from '../src/modules/tasks/tasks.presenter.js';
+import pg from 'pg';
+import { needsPostgres } from './helpers/server.js';
 import { auditRows } from './helpers/client.js';
 import { createProject, team, type TaskBody } from './helpers/factories.js';
 import { useTestServer } from './helpers/harness.js';
@@ -37,8 +43,8 @@ async function member(): Promise<{ ctx: ActorContext; projectId: number }> {
 }
 
 /** Creates `title` in `projectId` through the runner, in its one-statement form; answers the task, or 'body' when the body ran instead. */
-async function create(ctx: ActorContext, projectId: number, title: string): Promise<TaskRow | 'body'> {
-  return run<TaskRow | 'body'>(ctx, CREATE, async (uow) => {
+async function create(ctx: ActorContext, projectId: number, title: string, through: Run = run): Promise<TaskRow | 'body'> {
+  return through<TaskRow | 'body'>(ctx, CREATE, async (uow) => {
     uow.withoutRecord('unchanged'); // what the body does is not what is tried here: only that it ran
     return 'body';
   }, { alone: { change: CREATE_TASK_ALONE, params: [projectId, title, 'made alone'], answer: taskOfRow } });
@@ -151,5 +157,87 @@ describe('POST /tasks alone and in a transaction answer, record and announce ali
     assert.equal(res.status, 404, res.text);
     const records = await auditRows(h.server, `action = 'CREATE_TASK' AND actor_id = $1`, [owner.id]);
     assert.deepEqual(records.map((r) => [r.result, r.resource_type, r.resource_id]), [['DENIED', 'PROJECT', hidden.id]]);
+  });
+});
+
+describe('runs submitted together, in the form for many runs', () => {
+  type Outbox = { items: Array<{ name: string; room: string; payload: Record<string, unknown> }>; xmin: string };
+  const withMembers = (n: number) => Promise.all(Array.from({ length: n }, member));
+
+  test('one statement for the batch: each entitled run its own task and record, one transaction, one outbox row in run order; the body runs only for the others', async () => {
+    // Run 0 goes alone at once; runs 1…6 queue behind it and go as one batch.
+    const members = await withMembers(7);
+    const [revoked, outsider] = [members[3]!, members[5]!];
+    await h.server.owner.query(`UPDATE sessions SET revoked_at = now(), revoked_reason = 'logout' WHERE id = $1`, [revoked.ctx.actor.sessionId]);
+    await h.server.owner.query('DELETE FROM project_members WHERE project_id = $1 AND user_id = $2', [outsider.projectId, outsider.ctx.actor.id]);
+    announced.length = 0;
+    const titles = members.map((_, i) => `together ${i} ${randomUUID()}`);
+    const answers = await Promise.all(members.map((m, i) => create(m.ctx, m.projectId, titles[i]!).catch((err: { code?: string }) => `refused ${err.code}`)));
+    const entitled = [0, 1, 2, 4, 6];
+    for (const [i, answer] of answers.entries()) {
+      if (!entitled.includes(i)) {
+        assert.ok(answer === 'body' || (typeof answer === 'string' && answer.startsWith('refused ')), `run ${i}: the body decided: ${JSON.stringify(answer)}`);
+        assert.equal(await tasksTitled(titles[i]!), 0, `run ${i}: no task`);
+        assert.deepEqual(await auditRows(h.server, 'request_id = $1', [members[i]!.ctx.requestId]), [], `run ${i}: no record`);
+        continue;
+      }
+      assert.notEqual(answer, 'body', `run ${i}: the statement wrote, so the body did not run`);
+      const t = answer as TaskRow;
+      assert.deepEqual([t.project_id, t.title, t.created_by, t.assignee_id, t.version], [members[i]!.projectId, titles[i], members[i]!.ctx.actor.id, null, 1], `run ${i}: its own task`);
+      const records = await auditRows(h.server, 'request_id = $1', [members[i]!.ctx.requestId]);
+      assert.deepEqual(
+        records.map((r) => [r.actor_id, r.action, r.resource_type, r.resource_id, r.result, r.metadata, r.ip, r.user_agent]),
+        [[members[i]!.ctx.actor.id, 'CREATE_TASK', 'TASK', t.id, 'SUCCESS', { projectId: t.project_id, title: titles[i], assigneeId: null }, '10.0.0.7', 'alone-test']],
+        `run ${i}: exactly one record, its own`,
+      );
+    }
+    const batched = entitled.slice(1).map((i) => answers[i] as TaskRow);
+    const records = await auditRows(h.server, `action = 'CREATE_TASK' AND resource_id = ANY ($1)`, [batched.map((t) => t.id)]);
+    const xmins = await h.server.owner.query<{ xmin: string }>('SELECT DISTINCT xmin::text FROM tasks WHERE id = ANY ($1) UNION SELECT DISTINCT xmin::text FROM audit_log WHERE id = ANY ($2)', [batched.map((t) => t.id), records.map((r) => r.id)]);
+    assert.equal(xmins.length, 1, 'the batch\'s tasks and records committed in one transaction');
+    const outbox = await h.server.owner.query<Outbox>(`SELECT items, xmin::text FROM outbox WHERE xmin::text = $1`, [xmins[0]!.xmin]);
+    assert.equal(outbox.length, 1, 'one outbox row for the batch');
+    const recordOf = (t: TaskRow) => records.find((r) => r.resource_id === t.id)!.id;
+    assert.deepEqual(
+      outbox[0]!.items.map((i) => [i.name, i.room, i.payload.id]),
+      batched.flatMap((t) => [['task-created', `project:${t.project_id}`, t.id], ['audit-record', 'admin', recordOf(t)]]),
+      'run by run: its task-created event, then its record\'s',
+    );
+    assert.deepEqual(outbox[0]!.items.filter((i) => i.name === 'task-created').map((i) => i.payload), batched.map((t) => presentTask(t)), 'each event carries the task as its run was answered');
+    assert.ok(announced.some((c) => c.audited && c.events === 2 * batched.length), `the commit of the batch is announced: ${JSON.stringify(announced)}`);
+  });
+
+  test('a statement that fails (one title the table refuses) commits nothing of the batch: every run goes alone, and the body decides', async () => {
+    const members = await withMembers(5);
+    const titles = members.map((_, i) => (i === 3 ? 'x'.repeat(201) : `fails together ${i} ${randomUUID()}`));
+    const answers = await Promise.all(members.map((m, i) => create(m.ctx, m.projectId, titles[i]!)));
+    assert.notEqual(answers[0], 'body', 'the first went alone, before the batch');
+    assert.deepEqual(answers.slice(1), ['body', 'body', 'body', 'body']);
+    for (const [i, m] of members.entries()) {
+      if (i === 0) continue;
+      assert.equal(await tasksTitled(titles[i]!), 0);
+      assert.deepEqual(await auditRows(h.server, 'request_id = $1', [m.ctx.requestId]), []);
+    }
+  });
+
+  test('a caller\'s row locked elsewhere does not stall the batch: after the lock timeout every run goes alone, and the others are answered while the lock is held', { skip: needsPostgres }, async () => {
+    const through = createRunner(h.server.db, runnerStore(createAuditWriter(Buffer.alloc(32, 1))), commits, { ...batchingFor('postgres'), lockTimeoutMs: 50 });
+    const members = await withMembers(5);
+    const holder = new pg.Client({ connectionString: h.server.databaseUrl });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM users WHERE id = $1 FOR UPDATE', [members[2]!.ctx.actor.id]);
+      const done: number[] = [];
+      const runs = members.map((m, i) => create(m.ctx, m.projectId, `locked ${i}`, through).then((answer) => (done.push(i), answer)));
+      for (let waited = 0; done.length < 4 && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20));
+      assert.deepEqual([...done].sort(), [0, 1, 3, 4], 'all but the waiting run answered while the lock is held');
+      await holder.query('COMMIT');
+      const answers = await Promise.all(runs);
+      assert.notEqual(answers[0], 'body', 'the first went alone, before the batch');
+      assert.deepEqual(answers.slice(1), ['body', 'body', 'body', 'body'], 'the batch\'s statement gave up, so each went alone');
+    } finally {
+      await holder.end();
+    }
   });
 });

@@ -6,6 +6,11 @@
 // batch grows only under load, and there is no timer on the way of a lone run. On this hardware
 // a write's cost is per statement and per transaction, not per row (docs/performance.md).
 //
+// Runs that offer one change's form for many runs (AloneChange.many; POST /tasks by a member)
+// go as that one statement, with their callers' check, records and outbox row: one round trip.
+// A run it did not answer wrote nothing, and runs alone as usual, which decides and answers why.
+// Every other batched run goes in a shared transaction, where the rest of this comment holds.
+//
 // Inside a batch every run keeps the runner's promises, item by item:
 //   - the callers' user and session rows are locked FOR KEY SHARE in one statement for all of
 //     them (RunnerStore.lockActors), and each run decides on its own locked rows;
@@ -33,7 +38,7 @@ import type { SessionRow } from '../domain/session-verdict.js';
 import type { Database } from '../db/database.js';
 import type { RunnerStore, Written } from './ports.js';
 import type { CommitSignal, Committed } from '../background/commit-signal.js';
-import { CommittedFailure, Refusal, Work, lostRaceOr, type AloneForm, type CallerRow, type UseCase, type UseCaseBody } from './unit-of-work.js';
+import { CommittedFailure, Refusal, UseCaseContractError, Work, lostRaceOr, type AloneForm, type CallerRow, type UseCase, type UseCaseBody } from './unit-of-work.js';
 
 /** What a run needs besides its use case: the database, what it locks and writes through, and whom to tell of a commit. */
 export interface RunnerParts {
@@ -175,7 +180,72 @@ export class Batcher {
     return this.runAlone(item.ctx, item.uc, item.body, first ? item.alone : undefined).then(item.resolve, item.reject);
   }
 
+  /**
+   * Runs a batch: runs that offer one change's form for many runs (AloneChange.many), when two
+   * or more do, as that one statement; the others in one shared transaction (or alone, if one).
+   * A run that went in a batch that rolled back goes on as its body, never in a form again.
+   */
   private async runBatch(items: Item[]): Promise<void> {
+    const byChange = new Map<string, Item[]>();
+    const shared: Item[] = [];
+    for (const item of items) {
+      const change = item.retried === 0 ? item.alone?.change : undefined;
+      if (change?.many) byChange.set(change.name, [...(byChange.get(change.name) ?? []), item]);
+      else shared.push(item);
+    }
+    const many = [...byChange.values()].filter((group) => group.length > 1);
+    for (const group of byChange.values()) if (group.length === 1) shared.push(...group);
+    await Promise.all([...many.map((group) => this.runMany(group)), shared.length > 0 ? this.runShared(shared) : undefined]);
+  }
+
+  /**
+   * Runs that all offer one change's form for many runs, as that one statement with their
+   * records and outbox row (AloneChange.many): one round trip, pipelined with BEGIN, the lock
+   * timeout and COMMIT, instead of a shared transaction's three. A run the statement did not
+   * answer (its caller no longer entitled, a condition the SQL leaves to the use case) wrote
+   * nothing, and runs alone as usual, which answers why. When the statement fails (a lock
+   * timeout, a deadlock, a constraint), nothing committed and every run goes alone; when the
+   * connection is lost, the outcome is unknown and every run is answered 503, as in a shared
+   * transaction.
+   */
+  private async runMany(items: Item[]): Promise<void> {
+    const { db, store, commits } = this.parts;
+    const change = items[0]!.alone!.change;
+    let rows: Record<string, unknown>[];
+    try {
+      const sent = await db.transaction(async (tx) => {
+        const pipelined = db.kind === 'postgres';
+        if (pipelined) setLockTimeout(tx, this.settings.lockTimeoutMs);
+        const answer = store.writer.recordMany(tx, change, items.map((item) => ({ ctx: item.ctx, params: item.alone!.params })));
+        answer.catch(() => {}); // awaited below
+        // PostgreSQL: COMMIT goes right behind the statement; should the statement fail, the
+        // COMMIT rolls back, and `answer` throws. PGlite runs one statement after the other.
+        if (!pipelined) await answer;
+        return { answer };
+      });
+      rows = await sent.answer;
+    } catch (err) {
+      if (isUnavailableError(err)) return items.forEach((item) => item.reject(err));
+      if (pgErrorCode(err) === undefined) return items.forEach((item) => item.reject(err));
+      await Promise.all(items.map((item) => this.alone(item)));
+      return;
+    }
+    const byRun: Array<Record<string, unknown>[]> = items.map(() => []);
+    for (const row of rows) byRun[Number(row.ord) - 1]?.push(row);
+    const answered = byRun.filter((r) => r.length === 1).length;
+    if (answered > 0) commits.committed({ audited: true, events: answered * (change.events + 1) });
+    const left: Item[] = [];
+    items.forEach((item, i) => {
+      const mine = byRun[i]!;
+      if (mine.length === 1) item.resolve(item.alone!.answer(mine[0]!));
+      else if (mine.length === 0) left.push(item);
+      else item.reject(new UseCaseContractError(`${item.uc.name}: its form for many runs made ${mine.length} changes for one run`));
+    });
+    await Promise.all(left.map((item) => this.alone(item)));
+  }
+
+  /** Runs in one shared transaction, each as it would run alone. */
+  private async runShared(items: Item[]): Promise<void> {
     if (items.length === 1) return this.alone(items[0]!, items[0]!.retried === 0);
     const { db, store, commits } = this.parts;
     const runs: Run[] = [];

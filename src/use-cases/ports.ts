@@ -46,6 +46,11 @@ export interface AuditWriter {
    * entitles them or a condition of the change did not hold (then nothing was written).
    */
   recordAlone(q: Queryable, ctx: RequestContext, change: AloneChange, params: readonly unknown[]): Promise<Record<string, unknown>[]>;
+  /**
+   * The same for many runs in one statement (AloneChange.many): answers the change's rows, each
+   * with its run's `ord` (1-based, in the order of `runs`); a run without a row wrote nothing.
+   */
+  recordMany(q: Queryable, change: AloneChange, runs: ReadonlyArray<{ ctx: RequestContext; params: readonly unknown[] }>): Promise<Record<string, unknown>[]>;
 }
 
 /**
@@ -66,6 +71,15 @@ export interface AloneChange {
   /** How many events `events` holds (the record's own /admin event aside). */
   readonly events: number;
   readonly ctes: string;
+  /**
+   * The same change for many runs in one statement (a batch whose runs all offer this form,
+   * use-cases/batch.ts). `columns`: the change's parameters, named and typed, each sent as an
+   * array of every run's value. `ctes` read `caller`: one row per run whose caller is live, their
+   * user and session rows locked FOR KEY SHARE (`ord`, the run's place from 1; `actor_id`; the
+   * columns). The last one is `change`, as above, with each row's `ord`; a run without a row
+   * wrote nothing.
+   */
+  readonly many?: { readonly columns: ReadonlyArray<readonly [name: string, type: string]>; readonly ctes: string };
 }
 
 /**

@@ -74,9 +74,66 @@ const aloneText = (c: AloneChange) => `WITH caller AS MATERIALIZED (
   )
   SELECT change.* FROM change`;
 
+/**
+ * The same change for many runs in one statement (AloneChange.many; a batch whose runs all offer
+ * it, use-cases/batch.ts). The callers are checked as aloneText checks one: the users locked
+ * first, then the sessions, each in id order, and a run has a `caller` row only while its user is
+ * active and its session live. Each record's id is drawn beside its run's place (ord), so that
+ * the outbox row lists run by run the run's events, then its record's /admin event, as a batch's
+ * insertBatch does. $1 the callers, $2 their sessions, $3 and $4 the records' action and resource
+ * type, $5…$7 each run's ip, user agent and request id; the change's columns from $8, one array
+ * each.
+ */
+const manyText = (c: AloneChange & { many: NonNullable<AloneChange['many']> }) => {
+  const { columns, ctes } = c.many;
+  const arrays = columns.map(([, type], i) => `$${8 + i}::${type}[]`).join(', ');
+  const names = columns.map(([name]) => name).join(', ');
+  return `WITH input AS MATERIALIZED (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $5::text[], $6::text[], $7::text[], ${arrays})
+      WITH ORDINALITY AS i(actor_id, session_id, ip, user_agent, request_id, ${names}, ord)
+  ), caller_user AS MATERIALIZED (
+    SELECT u.id FROM users u WHERE u.id IN (SELECT actor_id FROM input) AND u.active ORDER BY u.id FOR KEY SHARE
+  ), caller_session AS MATERIALIZED (
+    SELECT s.id, s.user_id FROM sessions s
+     WHERE s.id IN (SELECT session_id FROM input) AND s.user_id IN (SELECT id FROM caller_user)
+       AND s.revoked_at IS NULL AND s.expires_at > now()
+     ORDER BY s.id FOR KEY SHARE
+  ), caller AS MATERIALIZED (
+    SELECT i.ord, i.actor_id, ${columns.map(([name]) => `i.${name}`).join(', ')}
+      FROM input i JOIN caller_session s ON s.id = i.session_id AND s.user_id = i.actor_id
+  ), ${ctes.trim()},
+  record_id AS MATERIALIZED (
+    SELECT nextval('audit_log_id_seq') AS id, change.ord FROM change ORDER BY change.ord
+  ), record AS (
+    INSERT INTO audit_log (id, actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+    OVERRIDING SYSTEM VALUE
+    SELECT r.id, i.actor_id, $3, $4, change.resource_id, 'SUCCESS', change.metadata, i.ip, i.user_agent, i.request_id
+      FROM record_id r JOIN change ON change.ord = r.ord JOIN input i ON i.ord = r.ord ORDER BY r.id
+  ), outbox_row AS (
+    ${outboxInsert(`json_agg(x.item ORDER BY x.ord, x.n) FROM (
+        SELECT change.ord, e.n, e.item FROM change CROSS JOIN LATERAL json_array_elements(change.events::json) WITH ORDINALITY AS e(item, n)
+        UNION ALL
+        SELECT r.ord, 2147483647, json_build_object('name', '${RECORD_EVENT}', 'room', 'admin', 'payload', json_build_object('id', r.id)) FROM record_id r
+      ) x HAVING count(*) > 0`)}
+  )
+  SELECT change.* FROM change`;
+};
+
+const WITH_ONE_STATEMENT_FORM: readonly AloneChange[] = [CREATE_TASK_ALONE];
+
 /** Every change with a one-statement form, composed once (and shown in sql/audit-writer.sql). */
 const ALONE: ReadonlyMap<string, Statement> = new Map(
-  Object.values(statements('audit-writer.alone', Object.fromEntries([CREATE_TASK_ALONE].map((c) => [c.name, { text: aloneText(c), prepare: true }])))).map((s) => [s.name, s]),
+  Object.values(statements('audit-writer.alone', Object.fromEntries(WITH_ONE_STATEMENT_FORM.map((c) => [c.name, { text: aloneText(c), prepare: true }])))).map((s) => [s.name, s]),
+);
+
+/** Every change with a form for many runs (AloneChange.many), composed once (and shown in sql/audit-writer.sql). */
+const MANY: ReadonlyMap<string, Statement> = new Map(
+  Object.values(
+    statements(
+      'audit-writer.many',
+      Object.fromEntries(WITH_ONE_STATEMENT_FORM.flatMap((c) => (c.many ? [[c.name, { text: manyText({ ...c, many: c.many }), prepare: true }]] : []))),
+    ),
+  ).map((s) => [s.name, s]),
 );
 
 /**
@@ -93,6 +150,29 @@ export function runAlone(
   const statement = ALONE.get(`audit-writer.alone.${change.name}`);
   if (statement === undefined) throw new Error(`no one-statement form is declared for ${change.name}`);
   return query(q, statement, [caller.id, caller.sessionId, change.action, change.resourceType, ...request, ...params]);
+}
+
+/**
+ * Runs `change` and its records as one statement for many runs (AloneChange.many): `runs[i]`, the
+ * i-th run's caller, its record's request columns (ip, user agent, request id) and the change's
+ * own parameters. Answers the change's rows, each with its run's `ord` (1-based).
+ */
+export function runMany(
+  q: Queryable,
+  change: AloneChange,
+  runs: ReadonlyArray<{ caller: { id: number; sessionId: number }; request: readonly [string | null, string | null, string]; params: readonly unknown[] }>,
+): Promise<Record<string, unknown>[]> {
+  const statement = MANY.get(`audit-writer.many.${change.name}`);
+  if (statement === undefined || change.many === undefined) throw new Error(`no form for many runs is declared for ${change.name}`);
+  const column = <T>(of: (run: (typeof runs)[number]) => T) => runs.map(of);
+  return query(q, statement, [
+    column((r) => r.caller.id),
+    column((r) => r.caller.sessionId),
+    change.action,
+    change.resourceType,
+    ...[0, 1, 2].map((i) => column((r) => r.request[i])),
+    ...change.many.columns.map((_, i) => column((r) => r.params[i])),
+  ]);
 }
 
 /**

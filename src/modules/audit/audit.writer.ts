@@ -12,7 +12,7 @@ import type { Queryable, Tx } from '../../db/database.js';
 import type { RequestContext } from '../../context.js';
 import type { OutboxEvent } from '../../domain/events.js';
 import type { AloneChange, AuditEntry, AuditWriter, Written } from '../../use-cases/ports.js';
-import { runAlone, sendAuditBatch, sendAuditRecord, sendPersonalData } from './audit-writer.repository.js';
+import { runAlone, runMany, sendAuditBatch, sendAuditRecord, sendPersonalData } from './audit-writer.repository.js';
 import { newPersonalDataRef } from './audit.personal-data.js';
 
 export type { AuditEntry, AuditWriter, Written } from '../../use-cases/ports.js';
@@ -90,5 +90,16 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
     return runAlone(q, change, ctx.actor, requestColumns(ctx), params);
   }
 
-  return { record, recordBatch, recordAlone };
+  function recordMany(q: Queryable, change: AloneChange, runs: ReadonlyArray<{ ctx: RequestContext; params: readonly unknown[] }>): Promise<Record<string, unknown>[]> {
+    return runMany(
+      q,
+      change,
+      runs.map(({ ctx, params }) => {
+        if (!ctx.actor) throw new Error(`${change.name}: a one-statement form needs an authenticated caller`);
+        return { caller: ctx.actor, request: requestColumns(ctx), params };
+      }),
+    );
+  }
+
+  return { record, recordBatch, recordAlone, recordMany };
 }

@@ -94,13 +94,26 @@ export const findTaskWithRole = async (q: Queryable, id: number, userId: number)
 export const lockTask = async (q: Queryable, id: number) => (await query<TaskRow>(q, S.lock, [id]))[0];
 
 /**
+ * A created task as AloneChange's `change` row (from `task t`): the task, its record's resource
+ * and metadata, and its task-created event. The record's metadata and the event are what
+ * tasks.service and taskEvent build: test/one-statement.test.ts compares the forms.
+ */
+const CREATED_TASK_CHANGE = `${COLUMNS_OF_T}, t.id AS resource_id,
+           jsonb_build_object('projectId', t.project_id, 'title', t.title, 'assigneeId', t.assignee_id) AS metadata,
+           -- row_to_json writes compact JSON, as JSON.stringify does (json_build_object adds spaces)
+           json_build_array((SELECT row_to_json(e) FROM (SELECT 'task-created' AS name, 'project:' || t.project_id AS room, (
+             SELECT row_to_json(p) FROM (SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by,
+               ${isoTimestampSql('t.created_at')} AS created_at, ${isoTimestampSql('t.updated_at')} AS updated_at) p
+           ) AS payload) e))::text AS events`;
+
+/**
  * Creating a task as one statement with its record (AloneChange; the runner sends it for a lone
- * run), for the common case only: the caller is a member of the project, and the task has no
- * assignee. The project (FOR KEY SHARE) and the caller's membership (FOR SHARE) are locked after
- * the caller's rows, as lockAccess locks them. What the use case decides otherwise (an ADMIN who
- * is not a member, an assignee and their notification, a refusal and its DENIED record) leaves
- * `change` empty, and the run goes as usual. The record's metadata and the task-created event are
- * what tasks.service and taskEvent build: test/one-statement.test.ts compares the two forms.
+ * run, and its `many` form for a batch of them), for the common case only: the caller is a
+ * member of the project, and the task has no assignee. The project (FOR KEY SHARE) and the
+ * caller's membership (FOR SHARE) are locked after the caller's rows, as lockAccess locks them;
+ * in the many form each table's rows in key order. What the use case decides otherwise (an ADMIN
+ * who is not a member, an assignee and their notification, a refusal and its DENIED record)
+ * leaves `change` without the run's row, and the run goes as usual.
  * $8 the project, $9 the title (trimmed), $10 the description.
  */
 export const CREATE_TASK_ALONE: AloneChange = {
@@ -117,15 +130,34 @@ export const CREATE_TASK_ALONE: AloneChange = {
     SELECT project_id, $9, $10, NULL, $1 FROM membership
     RETURNING ${COLUMNS}
   ), change AS (
-    SELECT ${COLUMNS_OF_T}, t.id AS resource_id,
-           jsonb_build_object('projectId', t.project_id, 'title', t.title, 'assigneeId', t.assignee_id) AS metadata,
-           -- row_to_json writes compact JSON, as JSON.stringify does (json_build_object adds spaces)
-           json_build_array((SELECT row_to_json(e) FROM (SELECT 'task-created' AS name, 'project:' || t.project_id AS room, (
-             SELECT row_to_json(p) FROM (SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by,
-               ${isoTimestampSql('t.created_at')} AS created_at, ${isoTimestampSql('t.updated_at')} AS updated_at) p
-           ) AS payload) e))::text AS events
+    SELECT ${CREATED_TASK_CHANGE}
       FROM task t
   )`,
+  // The tasks' ids are drawn first, beside each run's place, as the gathered insert draws them.
+  many: {
+    columns: [
+      ['project_id', 'bigint'],
+      ['title', 'text'],
+      ['description', 'text'],
+    ],
+    ctes: `project AS MATERIALIZED (
+    SELECT p.id FROM projects p WHERE p.id IN (SELECT project_id FROM caller) ORDER BY p.id FOR KEY SHARE
+  ), membership AS MATERIALIZED (
+    SELECT m.project_id, m.user_id FROM project_members m
+     WHERE (m.project_id, m.user_id) IN (SELECT c.project_id, c.actor_id FROM caller c JOIN project ON project.id = c.project_id)
+     ORDER BY m.project_id, m.user_id FOR SHARE
+  ), new_task AS MATERIALIZED (
+    SELECT nextval('tasks_id_seq') AS id, c.ord, c.project_id, c.title, c.description, c.actor_id
+      FROM caller c JOIN membership m ON m.project_id = c.project_id AND m.user_id = c.actor_id ORDER BY c.ord
+  ), task AS (
+    INSERT INTO tasks (id, project_id, title, description, assignee_id, created_by) OVERRIDING SYSTEM VALUE
+    SELECT id, project_id, title, description, NULL, actor_id FROM new_task ORDER BY id
+    RETURNING ${COLUMNS}
+  ), change AS (
+    SELECT n.ord, ${CREATED_TASK_CHANGE}
+      FROM task t JOIN new_task n ON n.id = t.id
+  )`,
+  },
 };
 
 /** The task a one-statement creation answered (CREATE_TASK_ALONE's row, its record's columns aside). */
