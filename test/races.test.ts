@@ -287,7 +287,8 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
     for (let i = 0; i < ROUNDS; i++) {
       const added = await putMember(owner, project.id, member.id, 'MEMBER');
       assert.equal(added.status, i === 0 ? 200 : 201, added.text);
-      // The first goes alone at once; the three behind it share one batch, in one statement.
+      // The first goes alone at once; the three behind it usually share one batch, in one statement
+      // (whether they do depends on when they arrive: test/one-statement.test.ts makes sure of it).
       const creates = Array.from({ length: 4 }, () => member.client.post('/api/v1/tasks', { project_id: project.id, title: `Task ${uniqueWord()}` }, { token: member.token }));
       const [acts, loss] = await Promise.all([Promise.all(creates), owner.client.delete(`/api/v1/projects/${project.id}/members/${member.id}`, { token: owner.token })]);
       rounds.push(...acts.map((act) => ({ act, loss })));
@@ -295,11 +296,6 @@ describe(`racing, ${ROUNDS} rounds: a success is always ordered before the loss 
     await assertOrdered(rounds, recordIdOf('CREATE_TASK'), recordIdOf('REMOVE_PROJECT_MEMBER'));
     const made = await h.server.owner.query<{ n: number }>('SELECT count(*)::int AS n FROM tasks WHERE project_id = $1 AND created_by = $2', [project.id, member.id]);
     assert.equal(made[0]!.n, rounds.filter((r) => r.act.status === 201).length, 'a task for every 201, and none for a refusal');
-    const shared = await h.server.owner.query<{ n: number }>(
-      'SELECT count(*)::int AS n FROM (SELECT xmin FROM tasks WHERE project_id = $1 AND created_by = $2 GROUP BY xmin HAVING count(*) > 1) x',
-      [project.id, member.id],
-    );
-    assert.ok(shared[0]!.n > 0, 'some of the tasks were created together, in one transaction');
   });
 
   test('a member removed while posting to the project room', { skip }, async () => {
