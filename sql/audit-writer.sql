@@ -51,9 +51,9 @@ WITH input AS (
     SELECT id, actor_id, action, resource_type, resource_id, result, metadata::jsonb, ip, user_agent, request_id FROM input WHERE audited ORDER BY id
   )
   INSERT INTO outbox (items) SELECT json_agg(x.item ORDER BY x.ord, x.n) FROM (
-      SELECT i.ord, e.n, e.item FROM input i CROSS JOIN LATERAL json_array_elements(i.events::json) WITH ORDINALITY AS e(item, n)
+      SELECT r.ord, e.n, e.item FROM input r CROSS JOIN LATERAL json_array_elements(r.events::json) WITH ORDINALITY AS e(item, n)
       UNION ALL
-      SELECT i.ord, 2147483647, json_build_object('name', 'audit-record', 'room', 'admin', 'payload', json_build_object('id', i.id)) FROM input i WHERE i.audited
+      SELECT r.ord, 2147483647, json_build_object('name', 'audit-record', 'room', 'admin', 'payload', json_build_object('id', r.id)) FROM (SELECT ord, id FROM input WHERE audited) r
     ) x HAVING count(*) > 0;
 
 -- audit-writer.insertPersonalData (planned per call)
@@ -106,9 +106,9 @@ WITH input AS MATERIALIZED (
       FROM record_id r JOIN change ON change.ord = r.ord JOIN input i ON i.ord = r.ord ORDER BY r.id
   ), outbox_row AS (
     INSERT INTO outbox (items) SELECT json_agg(x.item ORDER BY x.ord, x.n) FROM (
-        SELECT change.ord, e.n, e.item FROM change CROSS JOIN LATERAL json_array_elements(change.events::json) WITH ORDINALITY AS e(item, n)
-        UNION ALL
-        SELECT r.ord, 2147483647, json_build_object('name', 'audit-record', 'room', 'admin', 'payload', json_build_object('id', r.id)) FROM record_id r
-      ) x HAVING count(*) > 0
+      SELECT r.ord, e.n, e.item FROM change r CROSS JOIN LATERAL json_array_elements(r.events::json) WITH ORDINALITY AS e(item, n)
+      UNION ALL
+      SELECT r.ord, 2147483647, json_build_object('name', 'audit-record', 'room', 'admin', 'payload', json_build_object('id', r.id)) FROM record_id r
+    ) x HAVING count(*) > 0
   )
   SELECT change.* FROM change;

@@ -190,8 +190,9 @@ export class Batcher {
     const shared: Item[] = [];
     for (const item of items) {
       const change = item.retried === 0 ? item.alone?.change : undefined;
-      if (change?.many) byChange.set(change.name, [...(byChange.get(change.name) ?? []), item]);
-      else shared.push(item);
+      if (!change?.many) shared.push(item);
+      else if (byChange.has(change.name)) byChange.get(change.name)!.push(item);
+      else byChange.set(change.name, [item]);
     }
     const many = [...byChange.values()].filter((group) => group.length > 1);
     for (const group of byChange.values()) if (group.length === 1) shared.push(...group);
@@ -225,22 +226,26 @@ export class Batcher {
       });
       rows = await sent.answer;
     } catch (err) {
-      if (isUnavailableError(err)) return items.forEach((item) => item.reject(err));
-      if (pgErrorCode(err) === undefined) return items.forEach((item) => item.reject(err));
+      // A lost connection (the outcome unknown), or not the database's error (a bug of the form).
+      if (isUnavailableError(err) || pgErrorCode(err) === undefined) return items.forEach((item) => item.reject(err));
       await Promise.all(items.map((item) => this.alone(item)));
       return;
     }
     const byRun: Array<Record<string, unknown>[]> = items.map(() => []);
     for (const row of rows) byRun[Number(row.ord) - 1]?.push(row);
-    const answered = byRun.filter((r) => r.length === 1).length;
-    if (answered > 0) commits.committed({ audited: true, events: answered * (change.events + 1) });
+    let answered = 0;
     const left: Item[] = [];
     items.forEach((item, i) => {
       const mine = byRun[i]!;
-      if (mine.length === 1) item.resolve(item.alone!.answer(mine[0]!));
-      else if (mine.length === 0) left.push(item);
-      else item.reject(new UseCaseContractError(`${item.uc.name}: its form for many runs made ${mine.length} changes for one run`));
+      if (mine.length === 0) left.push(item);
+      else if (mine.length > 1) item.reject(new UseCaseContractError(`${item.uc.name}: its form for many runs made ${mine.length} changes for one run`));
+      else {
+        answered++;
+        item.resolve(item.alone!.answer(mine[0]!));
+      }
     });
+    // Announced in the same turn as the answers, before any of them is sent.
+    if (answered > 0) commits.committed({ audited: true, events: answered * (change.events + 1) });
     await Promise.all(left.map((item) => this.alone(item)));
   }
 

@@ -12,6 +12,18 @@ import { CREATE_TASK_ALONE } from '../tasks/tasks.repository.js';
 const withRecordEvent = (events: string, id: string) => `(left(${events}, -1) || CASE WHEN ${events} = '[]' THEN '' ELSE ',' END
     || '{"name":"${RECORD_EVENT}","room":"admin","payload":{"id":' || ${id} || '}}]')::json`;
 
+/**
+ * A batch's one outbox row: run by run (`ord`), the run's events (`events`, a JSON array as text,
+ * of each row of `runs`), then its record's /admin event (`id`, of each row of `records`). No
+ * row when there is no event at all.
+ */
+const batchOutboxInsert = (runs: string, records: string) =>
+  outboxInsert(`json_agg(x.item ORDER BY x.ord, x.n) FROM (
+      SELECT r.ord, e.n, e.item FROM ${runs} r CROSS JOIN LATERAL json_array_elements(r.events::json) WITH ORDINALITY AS e(item, n)
+      UNION ALL
+      SELECT r.ord, 2147483647, json_build_object('name', '${RECORD_EVENT}', 'room', 'admin', 'payload', json_build_object('id', r.id)) FROM ${records} r
+    ) x HAVING count(*) > 0`);
+
 const S = statements('audit-writer', {
   // The record, then the transaction's outbox row: the change's events ($10, a JSON array,
   // possibly empty, as text) and, appended to them, the record's /admin event, which names it.
@@ -38,11 +50,7 @@ const S = statements('audit-writer', {
     OVERRIDING SYSTEM VALUE
     SELECT id, actor_id, action, resource_type, resource_id, result, metadata::jsonb, ip, user_agent, request_id FROM input WHERE audited ORDER BY id
   )
-  ${outboxInsert(`json_agg(x.item ORDER BY x.ord, x.n) FROM (
-      SELECT i.ord, e.n, e.item FROM input i CROSS JOIN LATERAL json_array_elements(i.events::json) WITH ORDINALITY AS e(item, n)
-      UNION ALL
-      SELECT i.ord, 2147483647, json_build_object('name', '${RECORD_EVENT}', 'room', 'admin', 'payload', json_build_object('id', i.id)) FROM input i WHERE i.audited
-    ) x HAVING count(*) > 0`)}`,
+  ${batchOutboxInsert('input', '(SELECT ord, id FROM input WHERE audited)')}`,
     prepare: true,
   },
   // Salted refs are never shared, so no conflict is expected: one would fail the transaction
@@ -84,8 +92,7 @@ const aloneText = (c: AloneChange) => `WITH caller AS MATERIALIZED (
  * type, $5…$7 each run's ip, user agent and request id; the change's columns from $8, one array
  * each.
  */
-const manyText = (c: AloneChange & { many: NonNullable<AloneChange['many']> }) => {
-  const { columns, ctes } = c.many;
+const manyText = ({ columns, ctes }: NonNullable<AloneChange['many']>) => {
   const arrays = columns.map(([, type], i) => `$${8 + i}::${type}[]`).join(', ');
   const names = columns.map(([name]) => name).join(', ');
   return `WITH input AS MATERIALIZED (
@@ -110,11 +117,7 @@ const manyText = (c: AloneChange & { many: NonNullable<AloneChange['many']> }) =
     SELECT r.id, i.actor_id, $3, $4, change.resource_id, 'SUCCESS', change.metadata, i.ip, i.user_agent, i.request_id
       FROM record_id r JOIN change ON change.ord = r.ord JOIN input i ON i.ord = r.ord ORDER BY r.id
   ), outbox_row AS (
-    ${outboxInsert(`json_agg(x.item ORDER BY x.ord, x.n) FROM (
-        SELECT change.ord, e.n, e.item FROM change CROSS JOIN LATERAL json_array_elements(change.events::json) WITH ORDINALITY AS e(item, n)
-        UNION ALL
-        SELECT r.ord, 2147483647, json_build_object('name', '${RECORD_EVENT}', 'room', 'admin', 'payload', json_build_object('id', r.id)) FROM record_id r
-      ) x HAVING count(*) > 0`)}
+    ${batchOutboxInsert('change', 'record_id')}
   )
   SELECT change.* FROM change`;
 };
@@ -131,7 +134,7 @@ const MANY: ReadonlyMap<string, Statement> = new Map(
   Object.values(
     statements(
       'audit-writer.many',
-      Object.fromEntries(WITH_ONE_STATEMENT_FORM.flatMap((c) => (c.many ? [[c.name, { text: manyText({ ...c, many: c.many }), prepare: true }]] : []))),
+      Object.fromEntries(WITH_ONE_STATEMENT_FORM.flatMap((c) => (c.many ? [[c.name, { text: manyText(c.many), prepare: true }]] : []))),
     ),
   ).map((s) => [s.name, s]),
 );
@@ -164,14 +167,13 @@ export function runMany(
 ): Promise<Record<string, unknown>[]> {
   const statement = MANY.get(`audit-writer.many.${change.name}`);
   if (statement === undefined || change.many === undefined) throw new Error(`no form for many runs is declared for ${change.name}`);
-  const column = <T>(of: (run: (typeof runs)[number]) => T) => runs.map(of);
   return query(q, statement, [
-    column((r) => r.caller.id),
-    column((r) => r.caller.sessionId),
+    runs.map((r) => r.caller.id),
+    runs.map((r) => r.caller.sessionId),
     change.action,
     change.resourceType,
-    ...[0, 1, 2].map((i) => column((r) => r.request[i])),
-    ...change.many.columns.map((_, i) => column((r) => r.params[i])),
+    ...[0, 1, 2].map((i) => runs.map((r) => r.request[i])),
+    ...change.many.columns.map((_, i) => runs.map((r) => r.params[i])),
   ]);
 }
 

@@ -85,20 +85,18 @@ export function createAuditWriter(personalDataKey: Buffer): AuditWriter {
     );
   }
 
-  function recordAlone(q: Queryable, ctx: RequestContext, change: AloneChange, params: readonly unknown[]): Promise<Record<string, unknown>[]> {
+  /** The caller a one-statement form checks and records: it has no form for an anonymous one. */
+  function callerOf(ctx: RequestContext, change: AloneChange) {
     if (!ctx.actor) throw new Error(`${change.name}: a one-statement form needs an authenticated caller`);
-    return runAlone(q, change, ctx.actor, requestColumns(ctx), params);
+    return ctx.actor;
+  }
+
+  function recordAlone(q: Queryable, ctx: RequestContext, change: AloneChange, params: readonly unknown[]): Promise<Record<string, unknown>[]> {
+    return runAlone(q, change, callerOf(ctx, change), requestColumns(ctx), params);
   }
 
   function recordMany(q: Queryable, change: AloneChange, runs: ReadonlyArray<{ ctx: RequestContext; params: readonly unknown[] }>): Promise<Record<string, unknown>[]> {
-    return runMany(
-      q,
-      change,
-      runs.map(({ ctx, params }) => {
-        if (!ctx.actor) throw new Error(`${change.name}: a one-statement form needs an authenticated caller`);
-        return { caller: ctx.actor, request: requestColumns(ctx), params };
-      }),
-    );
+    return runMany(q, change, runs.map(({ ctx, params }) => ({ caller: callerOf(ctx, change), request: requestColumns(ctx), params })));
   }
 
   return { record, recordBatch, recordAlone, recordMany };
