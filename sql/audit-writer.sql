@@ -14,7 +14,7 @@ WITH caller AS MATERIALIZED (
     SELECT project_id, $9, $10, NULL, $1 FROM membership
     RETURNING id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at
   ), change AS (
-    SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at, t.id AS resource_id,
+    SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at, true AS recorded, t.id AS resource_id,
            jsonb_build_object('projectId', t.project_id, 'title', t.title, 'assigneeId', t.assignee_id) AS metadata,
            -- row_to_json writes compact JSON, as JSON.stringify does (json_build_object adds spaces)
            json_build_array((SELECT row_to_json(e) FROM (SELECT 'task-created' AS name, 'project:' || t.project_id AS room, (
@@ -25,7 +25,47 @@ WITH caller AS MATERIALIZED (
   ),
   record AS (
     INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
-    SELECT $1, $3, $4, change.resource_id, 'SUCCESS', change.metadata, $5, $6, $7 FROM change RETURNING id
+    SELECT $1, $3, $4, change.resource_id, 'SUCCESS', change.metadata, $5, $6, $7 FROM change WHERE change.recorded RETURNING id
+  ), outbox_row AS (
+    INSERT INTO outbox (items) SELECT (left(change.events, -1) || CASE WHEN change.events = '[]' THEN '' ELSE ',' END
+    || '{"name":"audit-record","room":"admin","payload":{"id":' || record.id || '}}]')::json FROM change, record
+  )
+  SELECT change.* FROM change;
+
+-- audit-writer.alone.setTaskStatus (prepared)
+WITH caller AS MATERIALIZED (
+    SELECT u.id FROM users u JOIN sessions s ON s.user_id = u.id
+     WHERE u.id = $1 AND s.id = $2 AND u.active AND s.revoked_at IS NULL AND s.expires_at > now()
+       FOR KEY SHARE OF u, s
+  ), project AS MATERIALIZED (
+    SELECT p.id FROM caller, projects p WHERE p.id = (SELECT project_id FROM tasks WHERE id = $8) FOR KEY SHARE OF p
+  ), membership AS MATERIALIZED (
+    SELECT m.project_id FROM project JOIN project_members m ON m.project_id = project.id AND m.user_id = $1 FOR SHARE OF m
+  ), locked AS MATERIALIZED (
+    SELECT t.* FROM membership JOIN tasks t ON t.id = $8 AND t.project_id = membership.project_id FOR NO KEY UPDATE OF t
+  ), allowed AS MATERIALIZED (
+    SELECT t.id, t.status AS old_status, t.status <> $9::text AS moves FROM locked t
+     WHERE ($10::bigint IS NULL OR t.version = $10::bigint)
+       AND (t.status = $9::text OR (EXISTS (SELECT 1 FROM (VALUES ('TODO', 'IN_PROGRESS'), ('TODO', 'CANCELED'), ('IN_PROGRESS', 'TODO'), ('IN_PROGRESS', 'IN_REVIEW'), ('IN_PROGRESS', 'DONE'), ('IN_PROGRESS', 'CANCELED'), ('IN_REVIEW', 'IN_PROGRESS'), ('IN_REVIEW', 'DONE'), ('IN_REVIEW', 'CANCELED'), ('DONE', 'IN_PROGRESS'), ('CANCELED', 'TODO')) AS move(from_status, to_status) WHERE move.from_status = t.status AND move.to_status = $9::text)
+            AND (t.created_by IS NULL OR t.created_by = $1) AND (t.assignee_id IS NULL OR t.assignee_id = $1)))
+  ), moved AS (
+    UPDATE tasks t SET status = $9::text, version = t.version + 1, updated_at = now()
+      FROM allowed a WHERE t.id = a.id AND a.moves
+    RETURNING t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at
+  ), change AS (
+    SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at, true AS recorded, t.id AS resource_id,
+           jsonb_build_object('oldStatus', a.old_status, 'newStatus', t.status) AS metadata,
+           -- row_to_json writes compact JSON, as JSON.stringify does (json_build_object adds spaces)
+           json_build_array((SELECT row_to_json(e) FROM (SELECT 'task-updated' AS name, 'project:' || t.project_id AS room, (
+             SELECT row_to_json(p) FROM (SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by,
+               to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at, to_char(t.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS updated_at) p
+           ) AS payload) e))::text AS events FROM moved t JOIN allowed a ON a.id = t.id
+    UNION ALL
+    SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at, false AS recorded, NULL::bigint AS resource_id, NULL::jsonb AS metadata, '[]' AS events FROM locked t JOIN allowed a ON a.id = t.id AND NOT a.moves
+  ),
+  record AS (
+    INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+    SELECT $1, $3, $4, change.resource_id, 'SUCCESS', change.metadata, $5, $6, $7 FROM change WHERE change.recorded RETURNING id
   ), outbox_row AS (
     INSERT INTO outbox (items) SELECT (left(change.events, -1) || CASE WHEN change.events = '[]' THEN '' ELSE ',' END
     || '{"name":"audit-record","room":"admin","payload":{"id":' || record.id || '}}]')::json FROM change, record
@@ -88,7 +128,7 @@ WITH input AS MATERIALIZED (
     SELECT id, project_id, title, description, NULL, actor_id FROM new_task ORDER BY id
     RETURNING id, project_id, title, description, status, assignee_id, created_by, version, created_at, updated_at
   ), change AS (
-    SELECT n.ord, t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at, t.id AS resource_id,
+    SELECT n.ord, t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at, true AS recorded, t.id AS resource_id,
            jsonb_build_object('projectId', t.project_id, 'title', t.title, 'assigneeId', t.assignee_id) AS metadata,
            -- row_to_json writes compact JSON, as JSON.stringify does (json_build_object adds spaces)
            json_build_array((SELECT row_to_json(e) FROM (SELECT 'task-created' AS name, 'project:' || t.project_id AS room, (
@@ -98,7 +138,69 @@ WITH input AS MATERIALIZED (
       FROM task t JOIN new_task n ON n.id = t.id
   ),
   record_id AS MATERIALIZED (
-    SELECT nextval('audit_log_id_seq') AS id, change.ord FROM change ORDER BY change.ord
+    SELECT nextval('audit_log_id_seq') AS id, change.ord FROM change WHERE change.recorded ORDER BY change.ord
+  ), record AS (
+    INSERT INTO audit_log (id, actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
+    OVERRIDING SYSTEM VALUE
+    SELECT r.id, i.actor_id, $3, $4, change.resource_id, 'SUCCESS', change.metadata, i.ip, i.user_agent, i.request_id
+      FROM record_id r JOIN change ON change.ord = r.ord JOIN input i ON i.ord = r.ord ORDER BY r.id
+  ), outbox_row AS (
+    INSERT INTO outbox (items) SELECT json_agg(x.item ORDER BY x.ord, x.n) FROM (
+      SELECT r.ord, e.n, e.item FROM change r CROSS JOIN LATERAL json_array_elements(r.events::json) WITH ORDINALITY AS e(item, n)
+      UNION ALL
+      SELECT r.ord, 2147483647, json_build_object('name', 'audit-record', 'room', 'admin', 'payload', json_build_object('id', r.id)) FROM record_id r
+    ) x HAVING count(*) > 0
+  )
+  SELECT change.* FROM change;
+
+-- audit-writer.many.setTaskStatus (prepared)
+WITH input AS MATERIALIZED (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bigint[])
+      WITH ORDINALITY AS i(actor_id, session_id, ip, user_agent, request_id, task_id, status, expected, ord)
+  ), caller_user AS MATERIALIZED (
+    SELECT u.id FROM users u WHERE u.id IN (SELECT actor_id FROM input) AND u.active ORDER BY u.id FOR KEY SHARE
+  ), caller_session AS MATERIALIZED (
+    SELECT s.id, s.user_id FROM sessions s
+     WHERE s.id IN (SELECT session_id FROM input) AND s.user_id IN (SELECT id FROM caller_user)
+       AND s.revoked_at IS NULL AND s.expires_at > now()
+     ORDER BY s.id FOR KEY SHARE
+  ), caller AS MATERIALIZED (
+    SELECT i.ord, i.actor_id, i.task_id, i.status, i.expected
+      FROM input i JOIN caller_session s ON s.id = i.session_id AND s.user_id = i.actor_id
+  ), target AS MATERIALIZED (
+    SELECT c.ord, c.actor_id, c.task_id, c.status, c.expected, t.project_id FROM caller c JOIN tasks t ON t.id = c.task_id
+  ), project AS MATERIALIZED (
+    SELECT p.id FROM projects p WHERE p.id IN (SELECT project_id FROM target) ORDER BY p.id FOR KEY SHARE
+  ), membership AS MATERIALIZED (
+    SELECT m.project_id, m.user_id FROM project_members m
+     WHERE (m.project_id, m.user_id) IN (SELECT g.project_id, g.actor_id FROM target g JOIN project ON project.id = g.project_id)
+     ORDER BY m.project_id, m.user_id FOR SHARE
+  ), locked AS MATERIALIZED (
+    SELECT t.* FROM tasks t
+     WHERE t.id IN (SELECT g.task_id FROM target g JOIN membership m ON m.project_id = g.project_id AND m.user_id = g.actor_id)
+     ORDER BY t.id FOR NO KEY UPDATE
+  ), allowed AS MATERIALIZED (
+    SELECT g.ord, t.id, g.status, t.status AS old_status, t.status <> g.status AS moves FROM target g JOIN locked t ON t.id = g.task_id
+     WHERE (g.expected IS NULL OR t.version = g.expected)
+       AND (t.status = g.status OR (EXISTS (SELECT 1 FROM (VALUES ('TODO', 'IN_PROGRESS'), ('TODO', 'CANCELED'), ('IN_PROGRESS', 'TODO'), ('IN_PROGRESS', 'IN_REVIEW'), ('IN_PROGRESS', 'DONE'), ('IN_PROGRESS', 'CANCELED'), ('IN_REVIEW', 'IN_PROGRESS'), ('IN_REVIEW', 'DONE'), ('IN_REVIEW', 'CANCELED'), ('DONE', 'IN_PROGRESS'), ('CANCELED', 'TODO')) AS move(from_status, to_status) WHERE move.from_status = t.status AND move.to_status = g.status)
+            AND (t.created_by IS NULL OR t.created_by = g.actor_id) AND (t.assignee_id IS NULL OR t.assignee_id = g.actor_id)))
+  ), moved AS (
+    UPDATE tasks t SET status = a.status, version = t.version + 1, updated_at = now()
+      FROM allowed a WHERE t.id = a.id AND a.moves
+    RETURNING a.ord, t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at
+  ), change AS (
+    SELECT t.ord, t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at, true AS recorded, t.id AS resource_id,
+           jsonb_build_object('oldStatus', a.old_status, 'newStatus', t.status) AS metadata,
+           -- row_to_json writes compact JSON, as JSON.stringify does (json_build_object adds spaces)
+           json_build_array((SELECT row_to_json(e) FROM (SELECT 'task-updated' AS name, 'project:' || t.project_id AS room, (
+             SELECT row_to_json(p) FROM (SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by,
+               to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at, to_char(t.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS updated_at) p
+           ) AS payload) e))::text AS events FROM moved t JOIN allowed a ON a.ord = t.ord
+    UNION ALL
+    SELECT a.ord, t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by, t.version, t.created_at, t.updated_at, false AS recorded, NULL::bigint AS resource_id, NULL::jsonb AS metadata, '[]' AS events FROM locked t JOIN allowed a ON a.id = t.id AND NOT a.moves
+  ),
+  record_id AS MATERIALIZED (
+    SELECT nextval('audit_log_id_seq') AS id, change.ord FROM change WHERE change.recorded ORDER BY change.ord
   ), record AS (
     INSERT INTO audit_log (id, actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
     OVERRIDING SYSTEM VALUE

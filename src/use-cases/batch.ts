@@ -6,7 +6,8 @@
 // batch grows only under load, and there is no timer on the way of a lone run. On this hardware
 // a write's cost is per statement and per transaction, not per row (docs/performance.md).
 //
-// Runs that offer one change's form for many runs (AloneChange.many; POST /tasks by a member)
+// Runs that offer one change's form for many runs (AloneChange.many: POST /tasks and
+// PUT /tasks/:id/status by a member)
 // go as that one statement, with their callers' check, records and outbox row: one round trip.
 // A run it did not answer wrote nothing, and runs alone as usual, which decides and answers why.
 // Every other batched run goes in a shared transaction, where the rest of this comment holds.
@@ -233,19 +234,19 @@ export class Batcher {
     }
     const byRun: Array<Record<string, unknown>[]> = items.map(() => []);
     for (const row of rows) byRun[Number(row.ord) - 1]?.push(row);
-    let answered = 0;
+    let recorded = 0;
     const left: Item[] = [];
     items.forEach((item, i) => {
       const mine = byRun[i]!;
       if (mine.length === 0) left.push(item);
       else if (mine.length > 1) item.reject(new UseCaseContractError(`${item.uc.name}: its form for many runs made ${mine.length} changes for one run`));
       else {
-        answered++;
+        if (mine[0]!.recorded) recorded++;
         item.resolve(item.alone!.answer(mine[0]!));
       }
     });
     // Announced in the same turn as the answers, before any of them is sent.
-    if (answered > 0) commits.committed({ audited: true, events: answered * (change.events + 1) });
+    if (recorded > 0) commits.committed({ audited: true, events: recorded * (change.events + 1) });
     await Promise.all(left.map((item) => this.alone(item)));
   }
 

@@ -59,16 +59,17 @@ export interface AuditWriter {
  * `ctes` are common table expressions that may read `caller` (one row, `id`, when the caller's
  * user is active and their session live, both locked FOR KEY SHARE: the runner's caller lock) and
  * `$1` (the caller's id); the change's own parameters are `$8` on. The last one is `change`: one
- * row per change made, with `resource_id` (bigint), `metadata` (jsonb; no personal value, which
- * the writer would have to store apart) and `events` (the change's outbox items, a JSON array as
- * text), besides what the run answers.
+ * row per run answered, with `recorded` (boolean: false for a change that changed nothing, which
+ * is answered with no record and no event), `resource_id` (bigint), `metadata` (jsonb; no personal
+ * value, which the writer would have to store apart) and `events` (the change's outbox items, a
+ * JSON array as text; '[]' when not recorded), besides what the run answers.
  */
 export interface AloneChange {
   /** The composed statement's name: `audit-writer.alone.<name>`. */
   readonly name: string;
   readonly action: AuditAction;
   readonly resourceType: ResourceType;
-  /** How many events `events` holds (the record's own /admin event aside). */
+  /** How many events `events` holds for a recorded change (the record's own /admin event aside). */
   readonly events: number;
   readonly ctes: string;
   /**

@@ -97,7 +97,7 @@ export async function runLone<T>(parts: RunnerParts, ctx: RequestContext, uc: Us
     if (rows.length > 1) throw new UseCaseContractError(`${uc.name}: its one-statement form made ${rows.length} changes`);
     return runAlone(parts, ctx, uc, body);
   }
-  parts.commits.committed({ audited: true, events: alone.change.events + 1 });
+  if (rows[0]!.recorded) parts.commits.committed({ audited: true, events: alone.change.events + 1 });
   return alone.answer(rows[0]!);
 }
 

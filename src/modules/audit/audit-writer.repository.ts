@@ -6,7 +6,7 @@ import { query, send, statements, type Statement } from '../../db/statements.js'
 import type { AloneChange } from '../../use-cases/ports.js';
 import { RECORD_EVENT, type OutboxEvent } from '../outbox/outbox.events.js';
 import { itemsParam, outboxInsert } from '../outbox/outbox.repository.js';
-import { CREATE_TASK_ALONE } from '../tasks/tasks.repository.js';
+import { CREATE_TASK_ALONE, SET_TASK_STATUS_ALONE } from '../tasks/tasks.repository.js';
 
 /** The record's /admin event appended to a JSON array of events (`events`, text); `id` names the record. */
 const withRecordEvent = (events: string, id: string) => `(left(${events}, -1) || CASE WHEN ${events} = '[]' THEN '' ELSE ',' END
@@ -66,7 +66,8 @@ const S = statements('audit-writer', {
  * as a condition: their user and session rows locked FOR KEY SHARE, users first, and one row only
  * while the user is active and the session neither revoked nor expired. Whatever condition fails,
  * `change` is empty, and so nothing is written: the runner then runs the use case as usual, which
- * answers why. $1 the caller, $2 their session, $3…$7 the record's action, resource type, ip, user
+ * answers why. A row of `change` that is not `recorded` (a change that changed nothing) is answered
+ * with no record and no event. $1 the caller, $2 their session, $3…$7 the record's action, resource type, ip, user
  * agent and request id; the change's own parameters from $8.
  */
 const aloneText = (c: AloneChange) => `WITH caller AS MATERIALIZED (
@@ -76,7 +77,7 @@ const aloneText = (c: AloneChange) => `WITH caller AS MATERIALIZED (
   ), ${c.ctes.trim()},
   record AS (
     INSERT INTO audit_log (actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
-    SELECT $1, $3, $4, change.resource_id, 'SUCCESS', change.metadata, $5, $6, $7 FROM change RETURNING id
+    SELECT $1, $3, $4, change.resource_id, 'SUCCESS', change.metadata, $5, $6, $7 FROM change WHERE change.recorded RETURNING id
   ), outbox_row AS (
     ${outboxInsert(`${withRecordEvent('change.events', 'record.id')} FROM change, record`)}
   )
@@ -110,7 +111,7 @@ const manyText = ({ columns, ctes }: NonNullable<AloneChange['many']>) => {
       FROM input i JOIN caller_session s ON s.id = i.session_id AND s.user_id = i.actor_id
   ), ${ctes.trim()},
   record_id AS MATERIALIZED (
-    SELECT nextval('audit_log_id_seq') AS id, change.ord FROM change ORDER BY change.ord
+    SELECT nextval('audit_log_id_seq') AS id, change.ord FROM change WHERE change.recorded ORDER BY change.ord
   ), record AS (
     INSERT INTO audit_log (id, actor_id, action, resource_type, resource_id, result, metadata, ip, user_agent, request_id)
     OVERRIDING SYSTEM VALUE
@@ -122,7 +123,7 @@ const manyText = ({ columns, ctes }: NonNullable<AloneChange['many']>) => {
   SELECT change.* FROM change`;
 };
 
-const WITH_ONE_STATEMENT_FORM: readonly AloneChange[] = [CREATE_TASK_ALONE];
+const WITH_ONE_STATEMENT_FORM: readonly AloneChange[] = [CREATE_TASK_ALONE, SET_TASK_STATUS_ALONE];
 
 /** Every change with a one-statement form, composed once (and shown in sql/audit-writer.sql). */
 const ALONE: ReadonlyMap<string, Statement> = new Map(

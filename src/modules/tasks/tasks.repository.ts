@@ -5,7 +5,7 @@ import { SNAPSHOT, rowsAtSnapshot, withSnapshotRow, type SnapshotRead } from '..
 import { dynamicStatement, query, statements } from '../../db/statements.js';
 import { isoTimestampSql } from '../../db/timestamps.js';
 import type { AloneChange } from '../../use-cases/ports.js';
-import type { TaskStatus } from './tasks.status.js';
+import { TRANSITIONS, type TaskStatus } from './tasks.status.js';
 
 export interface TaskRow {
   id: number;
@@ -94,17 +94,20 @@ export const findTaskWithRole = async (q: Queryable, id: number, userId: number)
 export const lockTask = async (q: Queryable, id: number) => (await query<TaskRow>(q, S.lock, [id]))[0];
 
 /**
- * A created task as AloneChange's `change` row (from `task t`): the task, its record's resource
- * and metadata, and its task-created event. The record's metadata and the event are what
- * tasks.service and taskEvent build: test/one-statement.test.ts compares the forms.
+ * A changed task as AloneChange's `change` row (from `task t`): the task, whether the change is
+ * recorded, its record's resource and metadata (`metadata`, SQL), and its `event` (task-created
+ * or task-updated). The record's metadata and the event are what tasks.service and taskEvent
+ * build: test/one-statement.test.ts compares the forms.
  */
-const CREATED_TASK_CHANGE = `${COLUMNS_OF_T}, t.id AS resource_id,
-           jsonb_build_object('projectId', t.project_id, 'title', t.title, 'assigneeId', t.assignee_id) AS metadata,
+const taskChange = (event: 'task-created' | 'task-updated', metadata: string) => `${COLUMNS_OF_T}, true AS recorded, t.id AS resource_id,
+           ${metadata} AS metadata,
            -- row_to_json writes compact JSON, as JSON.stringify does (json_build_object adds spaces)
-           json_build_array((SELECT row_to_json(e) FROM (SELECT 'task-created' AS name, 'project:' || t.project_id AS room, (
+           json_build_array((SELECT row_to_json(e) FROM (SELECT '${event}' AS name, 'project:' || t.project_id AS room, (
              SELECT row_to_json(p) FROM (SELECT t.id, t.project_id, t.title, t.description, t.status, t.assignee_id, t.created_by,
                ${isoTimestampSql('t.created_at')} AS created_at, ${isoTimestampSql('t.updated_at')} AS updated_at) p
            ) AS payload) e))::text AS events`;
+
+const CREATED_TASK_CHANGE = taskChange('task-created', "jsonb_build_object('projectId', t.project_id, 'title', t.title, 'assigneeId', t.assignee_id)");
 
 /**
  * Creating a task as one statement with its record (AloneChange; the runner sends it for a lone
@@ -156,6 +159,93 @@ export const CREATE_TASK_ALONE: AloneChange = {
   ), change AS (
     SELECT n.ord, ${CREATED_TASK_CHANGE}
       FROM task t JOIN new_task n ON n.id = t.id
+  )`,
+  },
+};
+
+/** The status machine's moves (tasks.status.ts) as SQL rows (from, to): built from the constant, never from input. */
+const MOVES = `(VALUES ${Object.entries(TRANSITIONS).flatMap(([from, tos]) => tos.map((to) => `('${from}', '${to}')`)).join(', ')}) AS move(from_status, to_status)`;
+
+/**
+ * Whether a locked task `t` may be moved by `actor` to `status`, as tasks.service decides it, for
+ * the case this form answers: the version is the one expected (`expected`; null: any), and the
+ * status is the current one (a change without a record) or one the machine allows, with nobody
+ * else to notify (the creator and the assignee are nobody or the caller: notifying someone is
+ * left to the use case, as is every refusal).
+ */
+const statusChangeAllowed = (actor: string, status: string, expected: string) => `(${expected} IS NULL OR t.version = ${expected})
+       AND (t.status = ${status} OR (EXISTS (SELECT 1 FROM ${MOVES} WHERE move.from_status = t.status AND move.to_status = ${status})
+            AND (t.created_by IS NULL OR t.created_by = ${actor}) AND (t.assignee_id IS NULL OR t.assignee_id = ${actor})))`;
+
+/** The row of a status change that changes nothing: the task as it is, answered with no record and no event. */
+const UNCHANGED_TASK = `${COLUMNS_OF_T}, false AS recorded, NULL::bigint AS resource_id, NULL::jsonb AS metadata, '[]' AS events`;
+
+const STATUS_CHANGE_METADATA = "jsonb_build_object('oldStatus', a.old_status, 'newStatus', t.status)";
+
+/**
+ * Moving a task to another status as one statement with its record (AloneChange; alone, and its
+ * `many` form for a batch), for the common case: the caller is a member of the task's project,
+ * the move is allowed, and nobody else is notified (statusChangeAllowed). The project (FOR KEY
+ * SHARE), the caller's membership (FOR SHARE) and then the task (FOR NO KEY UPDATE) are locked
+ * after the caller's rows, as lockForWork locks them; in the many form each table's rows in key
+ * order. The current status again answers the task unchanged, with no record. What the use case
+ * decides otherwise (an ADMIN who is not a member, a notification, a refused move, a version
+ * other than the one expected, a task that does not exist) leaves `change` without the run's row.
+ * $8 the task, $9 the new status, $10 the version expected (null: any).
+ */
+export const SET_TASK_STATUS_ALONE: AloneChange = {
+  name: 'setTaskStatus',
+  action: 'CHANGE_TASK_STATUS',
+  resourceType: 'TASK',
+  events: 1,
+  ctes: `project AS MATERIALIZED (
+    SELECT p.id FROM caller, projects p WHERE p.id = (SELECT project_id FROM tasks WHERE id = $8) FOR KEY SHARE OF p
+  ), membership AS MATERIALIZED (
+    SELECT m.project_id FROM project JOIN project_members m ON m.project_id = project.id AND m.user_id = $1 FOR SHARE OF m
+  ), locked AS MATERIALIZED (
+    SELECT t.* FROM membership JOIN tasks t ON t.id = $8 AND t.project_id = membership.project_id FOR NO KEY UPDATE OF t
+  ), allowed AS MATERIALIZED (
+    SELECT t.id, t.status AS old_status, t.status <> $9::text AS moves FROM locked t
+     WHERE ${statusChangeAllowed('$1', '$9::text', '$10::bigint')}
+  ), moved AS (
+    UPDATE tasks t SET status = $9::text, version = t.version + 1, updated_at = now()
+      FROM allowed a WHERE t.id = a.id AND a.moves
+    RETURNING ${COLUMNS_OF_T}
+  ), change AS (
+    SELECT ${taskChange('task-updated', STATUS_CHANGE_METADATA)} FROM moved t JOIN allowed a ON a.id = t.id
+    UNION ALL
+    SELECT ${UNCHANGED_TASK} FROM locked t JOIN allowed a ON a.id = t.id AND NOT a.moves
+  )`,
+  many: {
+    columns: [
+      ['task_id', 'bigint'],
+      ['status', 'text'],
+      ['expected', 'bigint'],
+    ],
+    // The runs of one batch move different tasks (their batchKey): one row of `caller` a task.
+    ctes: `target AS MATERIALIZED (
+    SELECT c.ord, c.actor_id, c.task_id, c.status, c.expected, t.project_id FROM caller c JOIN tasks t ON t.id = c.task_id
+  ), project AS MATERIALIZED (
+    SELECT p.id FROM projects p WHERE p.id IN (SELECT project_id FROM target) ORDER BY p.id FOR KEY SHARE
+  ), membership AS MATERIALIZED (
+    SELECT m.project_id, m.user_id FROM project_members m
+     WHERE (m.project_id, m.user_id) IN (SELECT g.project_id, g.actor_id FROM target g JOIN project ON project.id = g.project_id)
+     ORDER BY m.project_id, m.user_id FOR SHARE
+  ), locked AS MATERIALIZED (
+    SELECT t.* FROM tasks t
+     WHERE t.id IN (SELECT g.task_id FROM target g JOIN membership m ON m.project_id = g.project_id AND m.user_id = g.actor_id)
+     ORDER BY t.id FOR NO KEY UPDATE
+  ), allowed AS MATERIALIZED (
+    SELECT g.ord, t.id, g.status, t.status AS old_status, t.status <> g.status AS moves FROM target g JOIN locked t ON t.id = g.task_id
+     WHERE ${statusChangeAllowed('g.actor_id', 'g.status', 'g.expected')}
+  ), moved AS (
+    UPDATE tasks t SET status = a.status, version = t.version + 1, updated_at = now()
+      FROM allowed a WHERE t.id = a.id AND a.moves
+    RETURNING a.ord, ${COLUMNS_OF_T}
+  ), change AS (
+    SELECT t.ord, ${taskChange('task-updated', STATUS_CHANGE_METADATA)} FROM moved t JOIN allowed a ON a.ord = t.ord
+    UNION ALL
+    SELECT a.ord, ${UNCHANGED_TASK} FROM locked t JOIN allowed a ON a.id = t.id AND NOT a.moves
   )`,
   },
 };

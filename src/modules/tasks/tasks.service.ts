@@ -146,7 +146,14 @@ export function createTasksService(deps: Deps) {
           { aboutProject: task.project_id },
         );
         return updated;
-      }, { batchKey: `task:${id}` });
+      }, {
+        batchKey: `task:${id}`,
+        // A member's move that notifies nobody else goes as one statement (repo.SET_TASK_STATUS_ALONE),
+        // when it expects one version or none (If-Match naming several is left to the body).
+        alone: expected === undefined || expected.length === 1
+          ? { change: repo.SET_TASK_STATUS_ALONE, params: [id, status, expected?.[0] ?? null], answer: repo.taskOfRow }
+          : undefined,
+      });
     },
 
     async remove(ctx: ActorContext, id: number): Promise<void> {
