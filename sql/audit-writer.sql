@@ -118,7 +118,7 @@ WITH input AS MATERIALIZED (
     SELECT p.id FROM projects p WHERE p.id IN (SELECT project_id FROM caller) ORDER BY p.id FOR KEY SHARE
   ), membership AS MATERIALIZED (
     SELECT m.project_id, m.user_id FROM project_members m
-     WHERE (m.project_id, m.user_id) IN (SELECT c.project_id, c.actor_id FROM caller c JOIN project ON project.id = c.project_id)
+     WHERE (m.project_id, m.user_id) IN (SELECT r.project_id, r.actor_id FROM caller r JOIN project ON project.id = r.project_id)
      ORDER BY m.project_id, m.user_id FOR SHARE
   ), new_task AS MATERIALIZED (
     SELECT nextval('tasks_id_seq') AS id, c.ord, c.project_id, c.title, c.description, c.actor_id
@@ -173,7 +173,7 @@ WITH input AS MATERIALIZED (
     SELECT p.id FROM projects p WHERE p.id IN (SELECT project_id FROM target) ORDER BY p.id FOR KEY SHARE
   ), membership AS MATERIALIZED (
     SELECT m.project_id, m.user_id FROM project_members m
-     WHERE (m.project_id, m.user_id) IN (SELECT g.project_id, g.actor_id FROM target g JOIN project ON project.id = g.project_id)
+     WHERE (m.project_id, m.user_id) IN (SELECT r.project_id, r.actor_id FROM target r JOIN project ON project.id = r.project_id)
      ORDER BY m.project_id, m.user_id FOR SHARE
   ), locked AS MATERIALIZED (
     SELECT t.* FROM tasks t

@@ -110,6 +110,26 @@ const taskChange = (event: 'task-created' | 'task-updated', metadata: string) =>
 const CREATED_TASK_CHANGE = taskChange('task-created', "jsonb_build_object('projectId', t.project_id, 'title', t.title, 'assigneeId', t.assignee_id)");
 
 /**
+ * A member's right, locked in a one-statement form as lockAccess locks it (projects.repository):
+ * the project FOR KEY SHARE, then the caller's ($1) membership FOR SHARE, after the caller's rows.
+ * `projectId`: the project, as SQL. No row in `membership`: not a member (or no such project).
+ */
+const lockMembership = (projectId: string) => `project AS MATERIALIZED (
+    SELECT p.id FROM caller, projects p WHERE p.id = ${projectId} FOR KEY SHARE OF p
+  ), membership AS MATERIALIZED (
+    SELECT m.project_id FROM project JOIN project_members m ON m.project_id = project.id AND m.user_id = $1 FOR SHARE OF m
+  )`;
+
+/** The same for the runs of a form for many runs: `runs`, a CTE with each run's project_id and actor_id; each table's rows in key order. */
+const lockMemberships = (runs: string) => `project AS MATERIALIZED (
+    SELECT p.id FROM projects p WHERE p.id IN (SELECT project_id FROM ${runs}) ORDER BY p.id FOR KEY SHARE
+  ), membership AS MATERIALIZED (
+    SELECT m.project_id, m.user_id FROM project_members m
+     WHERE (m.project_id, m.user_id) IN (SELECT r.project_id, r.actor_id FROM ${runs} r JOIN project ON project.id = r.project_id)
+     ORDER BY m.project_id, m.user_id FOR SHARE
+  )`;
+
+/**
  * Creating a task as one statement with its record (AloneChange; the runner sends it for a lone
  * run, and its `many` form for a batch of them), for the common case only: the caller is a
  * member of the project, and the task has no assignee. The project (FOR KEY SHARE) and the
@@ -124,11 +144,7 @@ export const CREATE_TASK_ALONE: AloneChange = {
   action: 'CREATE_TASK',
   resourceType: 'TASK',
   events: 1,
-  ctes: `project AS MATERIALIZED (
-    SELECT p.id FROM caller, projects p WHERE p.id = $8 FOR KEY SHARE OF p
-  ), membership AS MATERIALIZED (
-    SELECT m.project_id FROM project JOIN project_members m ON m.project_id = project.id AND m.user_id = $1 FOR SHARE OF m
-  ), task AS (
+  ctes: `${lockMembership('$8')}, task AS (
     INSERT INTO tasks (project_id, title, description, assignee_id, created_by)
     SELECT project_id, $9, $10, NULL, $1 FROM membership
     RETURNING ${COLUMNS}
@@ -143,13 +159,7 @@ export const CREATE_TASK_ALONE: AloneChange = {
       ['title', 'text'],
       ['description', 'text'],
     ],
-    ctes: `project AS MATERIALIZED (
-    SELECT p.id FROM projects p WHERE p.id IN (SELECT project_id FROM caller) ORDER BY p.id FOR KEY SHARE
-  ), membership AS MATERIALIZED (
-    SELECT m.project_id, m.user_id FROM project_members m
-     WHERE (m.project_id, m.user_id) IN (SELECT c.project_id, c.actor_id FROM caller c JOIN project ON project.id = c.project_id)
-     ORDER BY m.project_id, m.user_id FOR SHARE
-  ), new_task AS MATERIALIZED (
+    ctes: `${lockMemberships('caller')}, new_task AS MATERIALIZED (
     SELECT nextval('tasks_id_seq') AS id, c.ord, c.project_id, c.title, c.description, c.actor_id
       FROM caller c JOIN membership m ON m.project_id = c.project_id AND m.user_id = c.actor_id ORDER BY c.ord
   ), task AS (
@@ -198,11 +208,7 @@ export const SET_TASK_STATUS_ALONE: AloneChange = {
   action: 'CHANGE_TASK_STATUS',
   resourceType: 'TASK',
   events: 1,
-  ctes: `project AS MATERIALIZED (
-    SELECT p.id FROM caller, projects p WHERE p.id = (SELECT project_id FROM tasks WHERE id = $8) FOR KEY SHARE OF p
-  ), membership AS MATERIALIZED (
-    SELECT m.project_id FROM project JOIN project_members m ON m.project_id = project.id AND m.user_id = $1 FOR SHARE OF m
-  ), locked AS MATERIALIZED (
+  ctes: `${lockMembership('(SELECT project_id FROM tasks WHERE id = $8)')}, locked AS MATERIALIZED (
     SELECT t.* FROM membership JOIN tasks t ON t.id = $8 AND t.project_id = membership.project_id FOR NO KEY UPDATE OF t
   ), allowed AS MATERIALIZED (
     SELECT t.id, t.status AS old_status, t.status <> $9::text AS moves FROM locked t
@@ -225,13 +231,7 @@ export const SET_TASK_STATUS_ALONE: AloneChange = {
     // The runs of one batch move different tasks (their batchKey): one row of `caller` a task.
     ctes: `target AS MATERIALIZED (
     SELECT c.ord, c.actor_id, c.task_id, c.status, c.expected, t.project_id FROM caller c JOIN tasks t ON t.id = c.task_id
-  ), project AS MATERIALIZED (
-    SELECT p.id FROM projects p WHERE p.id IN (SELECT project_id FROM target) ORDER BY p.id FOR KEY SHARE
-  ), membership AS MATERIALIZED (
-    SELECT m.project_id, m.user_id FROM project_members m
-     WHERE (m.project_id, m.user_id) IN (SELECT g.project_id, g.actor_id FROM target g JOIN project ON project.id = g.project_id)
-     ORDER BY m.project_id, m.user_id FOR SHARE
-  ), locked AS MATERIALIZED (
+  ), ${lockMemberships('target')}, locked AS MATERIALIZED (
     SELECT t.* FROM tasks t
      WHERE t.id IN (SELECT g.task_id FROM target g JOIN membership m ON m.project_id = g.project_id AND m.user_id = g.actor_id)
      ORDER BY t.id FOR NO KEY UPDATE
@@ -250,7 +250,7 @@ export const SET_TASK_STATUS_ALONE: AloneChange = {
   },
 };
 
-/** The task a one-statement creation answered (CREATE_TASK_ALONE's row, its record's columns aside). */
+/** The task a one-statement form answered (a row of CREATE_TASK_ALONE or SET_TASK_STATUS_ALONE, its record's columns aside). */
 export function taskOfRow(row: Record<string, unknown>): TaskRow {
   const r = row as unknown as TaskRow;
   return {
