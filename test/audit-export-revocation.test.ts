@@ -64,6 +64,8 @@ function pausedExport(session: Session, meanwhile: () => Promise<void>): Promise
   });
 }
 
+/** What a refused export answered (its problem+json), for the assertion's message. */
+const problemOf = (o: Outcome) => o.lines.join('\n').slice(0, 1000);
 const lastType = (o: Outcome) => (JSON.parse(o.lines.at(-1)!) as { type?: string }).type;
 /** Whether any line is the checkpoint line (a cut-off response may end in half a line). */
 const hasCheckpoint = (o: Outcome) => o.lines.some((l) => l.startsWith('{"type":"checkpoint"'));
@@ -71,7 +73,7 @@ const hasCheckpoint = (o: Outcome) => o.lines.some((l) => l.startsWith('{"type":
 test('control: an ADMIN who keeps the right, paused the same way, gets the whole log and its checkpoint line', { skip }, async () => {
   const admin = await h.newUser({ role: 'ADMIN' });
   const o = await pausedExport(admin, async () => {});
-  assert.equal(o.status, 200);
+  assert.equal(o.status, 200, problemOf(o));
   assert.equal(o.complete, true);
   assert.equal(lastType(o), 'checkpoint');
   assert.ok(o.lines.length > RECORDS, `${o.lines.length} lines`);
@@ -83,7 +85,7 @@ test('an ADMIN demoted while the export streams: it stops, short of the log and 
     const res = await h.admin.client.put(`/api/v1/users/${admin.id}/role`, { role: 'USER' }, { token: h.admin.token });
     assert.equal(res.status, 200, res.text);
   });
-  assert.equal(o.status, 200);
+  assert.equal(o.status, 200, problemOf(o));
   assert.equal(o.complete, false, 'the response is cut off, not ended');
   assert.equal(hasCheckpoint(o), false);
   assert.ok(o.lines.length < RECORDS, `${o.lines.length} lines reached a demoted ADMIN`);

@@ -177,7 +177,10 @@ export function isUnavailableError(err: unknown): boolean {
   const e = err as { code?: unknown; message?: unknown };
   if (typeof e.code === 'string' && UNAVAILABLE_CODES.has(e.code)) return true;
   const msg = typeof e.message === 'string' ? e.message : '';
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connection is closed/i.test(msg);
+  // node-postgres's own messages: a lost connection; a pool's wait for a free connection past its
+  // bound; a connection not opened within its bound (`timeout expired`: a server that accepts and
+  // never answers, seen by a lookup lane's or a thread's connection: lookup-lanes.ts, postgres.ts).
+  return /Connection terminated|timeout exceeded when trying to connect|^timeout expired$|Client has encountered a connection error|connection is closed/i.test(msg);
 }
 
 /**

@@ -27,6 +27,30 @@ export interface PostgresOptions {
   perCallPoolSize?: number;
   /** What pg_stat_activity names the connections: `teamlog` when unsaid. */
   applicationName?: string;
+  /**
+   * A statement waits for a free connection of its pool as long as it takes, instead of failing
+   * after CONNECT_TIMEOUT_MS (answered 503). For a thread whose own reads are all its pool
+   * serves, and bounded by its design (an audit scan's blocks read ahead, the sealer's rounds):
+   * waiting there is its own backpressure, not an overloaded database. The service's pool keeps
+   * the bound: a request that cannot get a connection in time is answered 503, not held.
+   */
+  waitForConnections?: boolean;
+  /** How long a pooled connection may sit idle before it is closed: 30 s when unsaid. */
+  idleTimeoutMs?: number;
+}
+
+/**
+ * How long opening a connection may take. node-postgres's pool also applies it to a statement
+ * waiting for a free connection (`timeout exceeded when trying to connect`), unless the pool
+ * lets statements wait (PostgresOptions.waitForConnections).
+ */
+const CONNECT_TIMEOUT_MS = 3000;
+
+/** A client whose connecting alone is bounded, for a pool that lets statements wait for a free connection. */
+class BoundedConnectClient extends pg.Client {
+  constructor(config: pg.ClientConfig) {
+    super({ ...config, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  }
 }
 
 /**
@@ -161,7 +185,7 @@ async function listenOn(
 export function createPostgresDatabase(opts: PostgresOptions): Database {
   const settings = (plans: Record<string, string>): pg.ClientConfig => ({
     connectionString: opts.url,
-    connectionTimeoutMillis: 3000,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     options: [...Object.entries(SESSION_SETTINGS), ...Object.entries(plans), ...(opts.role ? [['role', opts.role]] : [])]
       .map(([k, v]) => `-c ${k}=${v}`)
       .join(' '),
@@ -172,10 +196,12 @@ export function createPostgresDatabase(opts: PostgresOptions): Database {
     const p = new pg.Pool({
       ...config,
       max,
-      idleTimeoutMillis: 30_000,
+      idleTimeoutMillis: opts.idleTimeoutMs ?? 30_000,
       maxLifetimeSeconds: (opts.connectionLifetimeMs ?? CONNECTION_LIFETIME_MS) / 1000,
       // Statements are written without waiting for the answers before them (see runTransaction).
       pipeline: true,
+      // No bound on the wait for a free connection; connecting itself stays bounded.
+      ...(opts.waitForConnections ? { connectionTimeoutMillis: 0, Client: BoundedConnectClient } : {}),
     } as pg.PoolConfig);
     // An idle client losing its connection must not crash the process; the next query reconnects.
     p.on('error', opts.onError);

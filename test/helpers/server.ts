@@ -91,6 +91,8 @@ export interface TestDatabase {
 }
 
 export const SERVICE_LOGIN = 'teamlog_test_service';
+/** How long the test databases' pools keep an idle connection (createTestDatabase says why). */
+const TEST_IDLE_MS = 2000;
 
 /**
  * Creates (once per cluster) the login the tests' services use. Roles are cluster-wide and
@@ -178,8 +180,11 @@ export async function openTestDatabase(where: DatabaseLocation, onError: (err: u
   await migratePostgres(url);
   await ensureServiceLogin();
   const serviceUrl = Object.assign(new URL(url), { username: SERVICE_LOGIN, password: '' }).toString();
-  const db = createPostgresDatabase({ url: serviceUrl, poolSize: 10, role: APP_ROLE, onError });
-  const owner = createPostgresDatabase({ url, poolSize: 3, onError });
+  // Idle connections closed after 2 s rather than 30: four test files at once, some with two or
+  // three instances, kept over 50 connections open and nearly all of them idle; at the default
+  // max_connections of 100 a burst on top of that left an audit scan's thread none to open (503).
+  const db = createPostgresDatabase({ url: serviceUrl, poolSize: 10, role: APP_ROLE, onError, idleTimeoutMs: TEST_IDLE_MS });
+  const owner = createPostgresDatabase({ url, poolSize: 3, onError, idleTimeoutMs: TEST_IDLE_MS });
   let closed = false;
   return {
     name: where.name,

@@ -32,11 +32,13 @@ const { access, gauge } = workerData as ScanWorkerData;
 const remote = access ? undefined : remoteQueryable((request) => post(request));
 /**
  * A scan's own connections, at most four: two for its prepared reads (the one being checked or
- * written and the one ahead), two for the rest; `teamlog-audit-scan` in pg_stat_activity.
+ * written and the one ahead), two for the rest; `teamlog-audit-scan` in pg_stat_activity. A read
+ * beyond them (an export reads two blocks ahead) waits for one as long as it takes: on a loaded
+ * machine a block's read took over the pool's 3 s bound, and the export was answered 503.
  */
 const database = access
   ? createPostgresDatabase({
-      ...access, poolSize: 2, perCallPoolSize: 2, applicationName: 'teamlog-audit-scan',
+      ...access, poolSize: 2, perCallPoolSize: 2, applicationName: 'teamlog-audit-scan', waitForConnections: true,
       onError: (err) => post({ type: 'warning', error: errorToWire(err) }),
     })
   : undefined;

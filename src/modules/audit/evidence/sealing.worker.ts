@@ -53,9 +53,12 @@ function identityOf(wire: LogIdentity): LogIdentity {
 
 const log = forwardingLogger(data.logLevel);
 const latch = new WakeLatch(data.wakeLatch);
-/** The sealer's rounds are serialized with the checkpointer's: two connections are plenty. */
+/**
+ * The sealer's rounds are serialized with the checkpointer's: two connections are plenty, and a
+ * statement that finds both busy waits for one rather than failing its round after 3 s.
+ */
 const db = createPostgresDatabase({
-  ...data.access, poolSize: 2, perCallPoolSize: 2, applicationName: 'teamlog-audit-sealer',
+  ...data.access, poolSize: 2, perCallPoolSize: 2, applicationName: 'teamlog-audit-sealer', waitForConnections: true,
   onError: (err) => log.warn({ err }, 'audit sealer: a database connection failed'),
 });
 const sealing = createSealing({
