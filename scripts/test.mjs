@@ -131,6 +131,38 @@ async function postgresAnswers() {
   }
 }
 
+/**
+ * Connections a PostgreSQL pass may hold at once, per file running: a test server keeps up to
+ * about 15 in its pools, its lookup lanes, LISTEN, the sealer's and a scan's threads, and some
+ * files run two or three. Four files at once peaked at 67 on the 2-core VM.
+ */
+const CONNECTIONS_PER_FILE = 20;
+
+/**
+ * Warns, before the PostgreSQL pass, when the server has fewer connection slots free than the
+ * pass may take: past them the tests' servers are refused connections, and their requests are
+ * answered 503 in tests that have nothing to do with it.
+ */
+async function warnOfFewConnections() {
+  const c = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3000 });
+  try {
+    await c.connect();
+    const { rows: [row] } = await c.query(
+      `SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
+              - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int AS free`,
+    );
+    const wanted = CONCURRENCY * CONNECTIONS_PER_FILE;
+    if (row.free < wanted) {
+      console.log(`⚠ PostgreSQL at ${PG_SHOWN} has ${row.free} connection slots free; ${CONCURRENCY} test files at once may need about ${wanted}. ` +
+        'Raise max_connections, or lower TEST_CONCURRENCY, if tests are answered 503 (UNAVAILABLE).');
+    }
+  } catch {
+    // The pass reports a database that does not answer.
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
 /** Whether Redis answers PING at REDIS_URL (within 2 s). */
 function redisAnswers() {
   const { hostname, port } = new URL(REDIS_URL);
@@ -289,6 +321,7 @@ let withoutRedis = false;
 if (only !== 'pglite') {
   if (await postgresAnswers()) {
     withoutRedis = !(await redisAnswers());
+    await warnOfFewConnections();
     results.push(['PostgreSQL', await runPassFromTemplate('postgres', { TEST_REDIS_URL: withoutRedis ? '' : REDIS_URL })]);
   } else skippedPostgres = true;
 }
