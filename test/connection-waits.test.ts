@@ -7,11 +7,11 @@
 // takes; opening a connection stays bounded, and its failure (node-postgres's `timeout expired`,
 // which a lookup lane met too) is answered 503 like any other lost database.
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { isUnavailableError } from '../src/db/database.js';
 import { createPostgresDatabase } from '../src/db/postgres.js';
 import { useTestDatabase } from './helpers/harness.js';
+import { TcpProxy } from './helpers/tcp-proxy.js';
 import { needsPostgres } from './helpers/server.js';
 
 const h = useTestDatabase();
@@ -45,25 +45,21 @@ describe('a statement waiting for a free connection', { skip: needsPostgres }, (
   });
 
   describe('opening a connection stays bounded when statements may wait', () => {
-    /** A server that accepts connections and never answers: PostgreSQL's startup never completes. */
-    let silent: net.Server;
-    const sockets = new Set<net.Socket>();
+    /** The test database behind a relay gone silent: connections are accepted, and PostgreSQL's startup never completes. */
+    let silent: TcpProxy;
+    let port: number;
     before(async () => {
-      silent = net.createServer((s) => {
-        sockets.add(s);
-        s.on('error', () => {});
-      });
-      await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+      const target = new URL(h.database.databaseUrl!);
+      silent = new TcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+      silent.silent = true;
+      port = await silent.start();
     });
-    after(async () => {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => silent.close(() => resolve()));
-    });
+    after(() => silent.stop());
 
     /** How a statement on a connection that never opens fails, and after how long. */
     async function neverOpened(options: { waitForConnections?: boolean; lookup?: boolean }) {
-      const { port } = silent.address() as net.AddressInfo;
-      const db = createPostgresDatabase({ url: `postgres://nobody@127.0.0.1:${port}/none`, poolSize: 2, onError: () => {}, waitForConnections: options.waitForConnections });
+      const url = Object.assign(new URL(h.database.databaseUrl!), { hostname: '127.0.0.1', port: String(port) }).toString();
+      const db = createPostgresDatabase({ url, poolSize: 2, onError: () => {}, waitForConnections: options.waitForConnections });
       try {
         const started = Date.now();
         const err = await db.query('SELECT 1', [], { prepareAs: 'never_answered', lookup: options.lookup }).then(() => undefined, (e: unknown) => e as Error);
