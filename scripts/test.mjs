@@ -118,18 +118,20 @@ async function checksSideBySide(checks) {
   }
 }
 
-async function postgresAnswers() {
+/** The rows of one statement at PG_URL, on a connection of its own; undefined when PostgreSQL does not answer it (within 3 s to connect). */
+async function askPostgres(sql) {
   const c = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3000 });
   try {
     await c.connect();
-    await c.query('SELECT 1');
-    return true;
+    return (await c.query(sql)).rows;
   } catch {
-    return false;
+    return undefined;
   } finally {
     await c.end().catch(() => {});
   }
 }
+
+const postgresAnswers = async () => (await askPostgres('SELECT 1')) !== undefined;
 
 /**
  * Connections a PostgreSQL pass may hold at once, per file running: a test server keeps up to
@@ -144,22 +146,15 @@ const CONNECTIONS_PER_FILE = 20;
  * answered 503 in tests that have nothing to do with it.
  */
 async function warnOfFewConnections() {
-  const c = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3000 });
-  try {
-    await c.connect();
-    const { rows: [row] } = await c.query(
-      `SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
-              - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int AS free`,
-    );
-    const wanted = CONCURRENCY * CONNECTIONS_PER_FILE;
-    if (row.free < wanted) {
-      console.log(`⚠ PostgreSQL at ${PG_SHOWN} has ${row.free} connection slots free; ${CONCURRENCY} test files at once may need about ${wanted}. ` +
-        'Raise max_connections, or lower TEST_CONCURRENCY, if tests are answered 503 (UNAVAILABLE).');
-    }
-  } catch {
-    // The pass reports a database that does not answer.
-  } finally {
-    await c.end().catch(() => {});
+  const [row] = (await askPostgres(
+    `SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
+            - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int AS free`,
+  )) ?? [];
+  // No answer: the pass reports a database that does not answer.
+  const wanted = CONCURRENCY * CONNECTIONS_PER_FILE;
+  if (row && row.free < wanted) {
+    console.log(`⚠ PostgreSQL at ${PG_SHOWN} has ${row.free} connection slots free; ${CONCURRENCY} test files at once may need about ${wanted}. ` +
+      'Raise max_connections, or lower TEST_CONCURRENCY, if tests are answered 503 (UNAVAILABLE).');
   }
 }
 
